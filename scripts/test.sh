@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# The test command: the library's tests, then every notebook re-executed and its
+# outputs compared with the committed ones (nbval).
+set -uo pipefail
+cd "$(dirname "$0")/.."
+export PATH="$PWD/.venv/bin:$PATH" PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+mkdir -p _build/test-reports
+
+echo "== library tests =="
+python -m pytest tests -q --junitxml=_build/test-reports/library.xml
+lib=$?
+
+echo "== notebooks: re-execute and compare outputs (nbval) =="
+python -m pytest --nbval notebooks -q -p no:cacheprovider \
+    --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
+    --junitxml=_build/test-reports/notebooks.xml
+nb=$?
+
+python -m course_lib.reproduce --summarize-junit _build/test-reports/notebooks.xml || true
+if [ $lib -ne 0 ] || [ $nb -ne 0 ]; then
+    echo "FAILED: library tests exit $lib, notebook checks exit $nb"
+    exit 1
+fi
