@@ -274,7 +274,7 @@ def _mbpp_task(row: dict, split: str, where: str, source: str) -> Task:
         solution = the body and anything after it
     so `prompt + solution` is the original code plus a docstring and passes the tests.
     """
-    code = row["code"].replace("\r\n", "\n").replace("\r", "\n").expandtabs(4)
+    code = row["code"].replace("\r\n", "\n").replace("\r", "\n")
     if not code.endswith("\n"):
         code += "\n"
     try:
