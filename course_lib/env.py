@@ -1,0 +1,460 @@
+"""The code-generation environment: writing a function, one token at a time (chapter 3).
+
+An *environment* is the world a policy acts in. Gymnasium's contract:
+
+    observation, info = env.reset(seed=..., options=...)        # a new episode
+    observation, reward, terminated, truncated, info = env.step(action)
+
+In ``CodeGenEnv``:
+
+    episode      one task: the policy continues the task's prompt
+    observation  <bos> + prompt + the tokens written so far, as ids, padded with <pad>
+                 to a fixed size, plus the number of valid ids ("length")
+    action       the id of the next token (a character, with `CharTokenizer`)
+    end          <eos> ends the episode: terminated (the policy says "done");
+                 max_new_tokens written without <eos>: truncated (we cut it off)
+    reward       0 at every step; at the end, the sandbox runs prompt + completion
+                 against the task's tests and `reward_fn(task, completion, report)`
+                 turns the report into one number (default: fraction of tests passed)
+
+``BatchedCodeGen`` / ``rollout_batch`` run many episodes in lockstep with numpy
+arrays and score all completions with ONE call to the sandbox, so that the
+policy (a neural network, later) and not the environment is the slow part.
+
+Importing this module does not import torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Sequence
+
+import gymnasium as gym
+import numpy as np
+from gymnasium import spaces
+
+from course_lib.sandbox import TestReport, run_tests, run_tests_batch
+from course_lib.tasks import Task, load_tasks
+
+ENV_ID = "CodeGen-v0"
+DEFAULT_MAX_NEW_TOKENS = 160  # the longest reference solution (146 characters) + <eos> fits
+
+RewardFn = Callable[[Task, str, TestReport], float]
+
+
+# -----------------------------------------------------------------------------
+# reward
+
+def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
+    """The default reward: the fraction of the task's tests that pass (0.0 to 1.0).
+
+    Chapter 7 (`course_lib.rewards`) adds shaped variants with the same signature.
+    """
+    return float(report.fraction)
+
+
+# -----------------------------------------------------------------------------
+# the action alphabet and its mask
+
+def action_alphabet(tasks: Sequence[Task], tokenizer) -> np.ndarray:
+    """The token ids a policy may write: every character of the TRAINING solutions, plus <eos>.
+
+    One alphabet for all tasks. Seed 000 allowed, for each task, that task's own
+    characters: on a validation task this tells the policy which characters the
+    hidden answer uses (and forbids the others), which leaks the answer. Here
+    val/test solutions never shape the alphabet, whatever tasks are passed.
+    Returns the ids sorted, as an int64 array.
+    """
+    train = [t for t in tasks if t.split == "train"]
+    if not train:
+        raise ValueError("action_alphabet needs training tasks (split='train'): the alphabet is made "
+                         "of their solutions' characters; got none. Pass load_tasks() or load_tasks('train').")
+    chars = "".join(sorted(set("".join(t.solution for t in train))))
+    return np.array(sorted(set(tokenizer.token_ids(chars)) | {tokenizer.eos_id}), dtype=np.int64)
+
+
+def alphabet_mask(alphabet: Sequence[int], vocab_size: int) -> np.ndarray:
+    """The action mask for an alphabet: 1 for allowed ids, 0 for the others (int8, gymnasium's convention)."""
+    mask = np.zeros(vocab_size, dtype=np.int8)
+    mask[np.asarray(alphabet, dtype=np.int64)] = 1
+    return mask
+
+
+def course_alphabet(tokenizer) -> np.ndarray:
+    """The course's alphabet: `action_alphabet` of the course's training tasks."""
+    return action_alphabet(load_tasks("train"), tokenizer)
+
+
+def _course_tokenizer():
+    from course_lib.tokenizers import course_tokenizer
+    return course_tokenizer()
+
+
+# -----------------------------------------------------------------------------
+# one episode's result
+
+@dataclass
+class Episode:
+    """What happened in one episode, as the sandbox scored it."""
+    task_id: str
+    completion: str          # the text written, without <eos>
+    actions: list[int]       # every id the policy chose, <eos> included
+    terminated: bool         # ended by <eos>
+    truncated: bool          # cut off at max_new_tokens
+    reward: float            # reward_fn's value (nan when not scored)
+    passed: int = 0          # tests passed ...
+    total: int = 0           # ... out of
+    status: str = ""         # the sandbox's verdict (passed, failed, syntax_error, ...)
+    out_of_mask: int = 0     # how many actions were outside the action mask
+
+    @property
+    def steps(self) -> int:
+        return len(self.actions)
+
+    @property
+    def all_passed(self) -> bool:
+        return self.total > 0 and self.passed == self.total
+
+
+def pass_rate(episodes: Sequence[Episode]) -> float:
+    """Fraction of episodes whose completion passes all of its tests."""
+    return float(np.mean([e.all_passed for e in episodes])) if episodes else float("nan")
+
+
+# -----------------------------------------------------------------------------
+# the environment
+
+class CodeGenEnv(gym.Env):
+    """Write the body of a function, one token per step; the tests score it at the end.
+
+    Args:
+        tasks: the tasks episodes are drawn from. None: the course's tasks of `split`.
+        tokenizer: None means `course_tokenizer()`.
+        split: which split(s) to draw from when tasks is None.
+        max_new_tokens: an episode is truncated after this many tokens without <eos>.
+        reward_fn: reward_fn(task, completion, report) -> float, called once at the end.
+        alphabet: allowed token ids. None: `course_alphabet(tokenizer)`, the same for every
+            task and every split (pass `action_alphabet(your_tasks, tokenizer)` for your own tasks).
+        timeout, memory_mb: the sandbox's limits for one program.
+
+    Terminated vs truncated. `terminated` = the policy wrote <eos>: the program is
+    finished. `truncated` = it hit max_new_tokens: we cut it. Never both: <eos> as
+    the last allowed token is a termination. Gymnasium's general advice is to
+    bootstrap (add gamma * V(next observation)) after a truncation, because a time
+    limit usually cuts off rewards that were still to come. Not here: the cut
+    program is scored at the cut and paid in full, and nothing can follow, so a
+    learner for this environment treats both as the end (value of what follows = 0);
+    bootstrapping on truncation would add value for rewards that never come. The
+    flags stay distinct because "finished" and "cut off" are different outcomes:
+    the truncation rate tells you the policy has not learned to stop, and a reward
+    may treat them differently (chapter 7).
+
+    Actions outside the mask: any id of the action space (the whole vocabulary) is
+    accepted, as gymnasium environments do; masking is the policy's job. Such an
+    action is written like any other and flagged: info["in_mask"] is False for
+    that step and info["out_of_mask"] counts them at the end. An id outside the
+    action space raises ValueError.
+    """
+
+    metadata = {"render_modes": ["ansi"], "render_fps": 4}  # fps: only for viewers that animate text
+
+    def __init__(self, tasks: Sequence[Task] | None = None, tokenizer=None, *,
+                 split: str | Sequence[str] = "train",
+                 max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                 reward_fn: RewardFn = fraction_passed,
+                 alphabet: Sequence[int] | None = None,
+                 timeout: float = 2.0, memory_mb: int = 256,
+                 render_mode: str | None = None):
+        self.tasks = list(tasks) if tasks is not None else load_tasks(split)
+        if not self.tasks:
+            raise ValueError("CodeGenEnv needs at least one task")
+        if max_new_tokens < 1:
+            raise ValueError(f"max_new_tokens must be at least 1, got {max_new_tokens}")
+        if render_mode not in (None, *self.metadata["render_modes"]):
+            raise ValueError(f"render_mode must be None or one of {self.metadata['render_modes']}, got {render_mode!r}")
+        self.tokenizer = tokenizer if tokenizer is not None else _course_tokenizer()
+        self.alphabet = np.asarray(alphabet if alphabet is not None else course_alphabet(self.tokenizer),
+                                   dtype=np.int64)
+        self.max_new_tokens = max_new_tokens
+        self.reward_fn = reward_fn
+        self.timeout, self.memory_mb = timeout, memory_mb
+        self.render_mode = render_mode
+
+        self._by_id = {t.id: t for t in self.tasks}
+        self._prompt_ids = {t.id: np.array(self.tokenizer.encode(t.prompt, add_bos=True), dtype=np.int64)
+                            for t in self.tasks}
+        self.max_len = max(len(p) for p in self._prompt_ids.values()) + max_new_tokens
+        vocab = len(self.tokenizer)
+        self.action_mask = alphabet_mask(self.alphabet, vocab)
+        self.action_space = spaces.Discrete(vocab)
+        self.observation_space = spaces.Dict({
+            "tokens": spaces.Box(0, vocab - 1, shape=(self.max_len,), dtype=np.int64),
+            "length": spaces.Discrete(self.max_len + 1),
+        })
+        self.task: Task | None = None
+        self._done = True
+
+    # gymnasium API ------------------------------------------------------------
+    def reset(self, *, seed: int | None = None, options: dict | None = None):
+        """Start an episode: options={"task_id": ...} picks the task, else it is drawn with the env's RNG."""
+        super().reset(seed=seed)
+        task_id = (options or {}).get("task_id")
+        if task_id is None:
+            self.task = self.tasks[int(self.np_random.integers(len(self.tasks)))]
+        elif task_id in self._by_id:
+            self.task = self._by_id[task_id]
+        else:
+            raise ValueError(f"unknown task_id {task_id!r}: this environment has {len(self.tasks)} tasks, "
+                             f"e.g. {[t.id for t in self.tasks[:3]]}")
+        prompt = self._prompt_ids[self.task.id]
+        self._tokens = np.full(self.max_len, self.tokenizer.pad_id, dtype=np.int64)
+        self._tokens[:len(prompt)] = prompt
+        self._prompt_len = self._length = len(prompt)
+        self._out_of_mask = 0
+        self._done = False
+        return self._observation(), self._info()
+
+    def step(self, action):
+        if self._done:
+            raise RuntimeError("the episode is over (terminated or truncated): call reset() to start another")
+        if not self.action_space.contains(action):
+            raise ValueError(f"action {action!r} is not a token id: expected an integer in "
+                             f"0..{self.action_space.n - 1} (the tokenizer's vocabulary)")
+        action = int(action)
+        in_mask = bool(self.action_mask[action])
+        self._out_of_mask += not in_mask
+        self._tokens[self._length] = action
+        self._length += 1
+
+        terminated = action == self.tokenizer.eos_id
+        truncated = not terminated and self._length - self._prompt_len >= self.max_new_tokens
+        reward = 0.0
+        info = self._info(in_mask=in_mask)
+        if terminated or truncated:  # the only step with a reward: run the tests
+            self._done = True
+            completion = self.completion
+            report = run_tests(self.task.program(completion), self.task.tests,
+                               timeout=self.timeout, memory_mb=self.memory_mb)
+            reward = float(self.reward_fn(self.task, completion, report))
+            info.update(completion=completion, passed=report.passed, total=report.total,
+                        status=_status_name(report.status), out_of_mask=self._out_of_mask)
+        return self._observation(), reward, terminated, truncated, info
+
+    def render(self):
+        """render_mode="ansi": the prompt and the code written so far, as text."""
+        if self.render_mode == "ansi" and self.task is not None:
+            return self.task.prompt + self.completion + ("" if self._done else "▌")
+        return None
+
+    # helpers ------------------------------------------------------------------
+    @property
+    def generated(self) -> np.ndarray:
+        """The ids written so far in this episode (<eos> included if written)."""
+        return self._tokens[self._prompt_len:self._length].copy()
+
+    @property
+    def completion(self) -> str:
+        """The text written so far: the generated ids without <eos> (and other special tokens)."""
+        return self.tokenizer.decode(self.generated, skip_special=True)
+
+    def _observation(self) -> dict:
+        return {"tokens": self._tokens.copy(), "length": np.int64(self._length)}
+
+    def _info(self, **extra) -> dict:
+        return {"task_id": self.task.id, "steps": self._length - self._prompt_len,
+                "action_mask": self.action_mask.copy(), **extra}
+
+
+def _status_name(status) -> str:
+    return getattr(status, "value", status)
+
+
+def register() -> None:
+    """Register CodeGenEnv as "CodeGen-v0" with gymnasium (safe to call many times)."""
+    if ENV_ID not in gym.registry:
+        gym.register(id=ENV_ID, entry_point="course_lib.env:CodeGenEnv")
+
+
+# -----------------------------------------------------------------------------
+# policies: a policy maps a batch of observations to one action per row
+
+@dataclass
+class ObsBatch:
+    """What a policy sees at one step of B episodes (B = 1 for a single environment).
+
+    tokens[i, :lengths[i]] is row i's <bos> + prompt + generated ids; the rest is <pad>.
+    The policy must return an int array of B token ids. Rows that are done are
+    ignored by the environment (return anything, e.g. <eos>).
+    """
+    tokens: np.ndarray        # (B, max_len) int64, read-only
+    lengths: np.ndarray       # (B,) valid ids per row
+    steps: np.ndarray         # (B,) tokens generated so far
+    done: np.ndarray          # (B,) bool, episode already over
+    action_mask: np.ndarray   # (V,) int8, the same for every row
+    task_ids: list[str]       # which task each row is (a fair policy uses only the prompt)
+    rngs: list[np.random.Generator] = field(repr=False, default_factory=list)  # one per row
+
+    def __len__(self) -> int:
+        return len(self.task_ids)
+
+
+Policy = Callable[[ObsBatch], np.ndarray]
+
+
+def random_policy(batch: ObsBatch) -> np.ndarray:
+    """Uniform over the allowed actions (<eos> included), each row with its own RNG."""
+    allowed = np.flatnonzero(batch.action_mask)
+    return np.array([allowed[rng.integers(len(allowed))] for rng in batch.rngs], dtype=np.int64)
+
+
+def template_policy(tasks: Sequence[Task], tokenizer) -> Policy:
+    """A policy that replays each task's reference solution, character by character, then <eos>.
+
+    It cheats: it reads the answer (task.solution), which no learner may do. It
+    proves the environment can be solved and scores what it should (reward 1 on
+    every task, in every split); seed 000's "template baseline" was the same.
+    It ignores the action mask (held-out solutions may use characters outside it).
+    """
+    scripts = {t.id: np.array(tokenizer.encode(t.solution, add_eos=True), dtype=np.int64) for t in tasks}
+
+    def policy(batch: ObsBatch) -> np.ndarray:
+        out = np.full(len(batch), tokenizer.eos_id, dtype=np.int64)
+        for i, (task_id, step) in enumerate(zip(batch.task_ids, batch.steps)):
+            script = scripts[task_id]
+            if step < len(script):
+                out[i] = script[step]
+        return out
+
+    return policy
+
+
+def run_episode(env: CodeGenEnv, policy: Policy, *, seed: int | None = None,
+                task_id: str | None = None) -> Episode:
+    """Play one episode of env with a batch-of-one policy; the policy's RNG is seeded with seed."""
+    env = env.unwrapped if hasattr(env, "unwrapped") else env
+    obs, info = env.reset(seed=seed, options={"task_id": task_id} if task_id is not None else None)
+    rng = np.random.default_rng(seed)
+    actions, reward = [], 0.0
+    while True:
+        batch = ObsBatch(tokens=obs["tokens"][None], lengths=np.array([obs["length"]]),
+                         steps=np.array([info["steps"]]), done=np.array([False]),
+                         action_mask=info["action_mask"], task_ids=[info["task_id"]], rngs=[rng])
+        action = int(policy(batch)[0])
+        actions.append(action)
+        obs, r, terminated, truncated, info = env.step(action)
+        reward += r
+        if terminated or truncated:
+            return Episode(task_id=info["task_id"], completion=info["completion"], actions=actions,
+                           terminated=terminated, truncated=truncated, reward=reward,
+                           passed=info["passed"], total=info["total"], status=info["status"],
+                           out_of_mask=info["out_of_mask"])
+
+
+# -----------------------------------------------------------------------------
+# many episodes in lockstep
+
+class BatchedCodeGen:
+    """B episodes of CodeGenEnv advanced together, one numpy operation per step.
+
+    The rules are CodeGenEnv's (same observation, <eos>, max_new_tokens, mask),
+    but nothing is scored until `results()`, which sends all B programs to the
+    sandbox in one `run_tests_batch` call (in parallel worker processes).
+    """
+
+    def __init__(self, tokenizer=None, *, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                 reward_fn: RewardFn = fraction_passed, alphabet: Sequence[int] | None = None,
+                 timeout: float = 2.0, memory_mb: int = 256, workers: int | None = None):
+        self.tokenizer = tokenizer if tokenizer is not None else _course_tokenizer()
+        alphabet = alphabet if alphabet is not None else course_alphabet(self.tokenizer)
+        self.action_mask = alphabet_mask(alphabet, len(self.tokenizer))
+        self.max_new_tokens = max_new_tokens
+        self.reward_fn = reward_fn
+        self.timeout, self.memory_mb, self.workers = timeout, memory_mb, workers
+
+    def reset(self, tasks: Sequence[Task], seeds: Sequence[int] | None = None) -> ObsBatch:
+        """Start one episode per task; seeds[i] seeds row i's policy RNG."""
+        self.tasks = list(tasks)
+        B = len(self.tasks)
+        prompts = [self.tokenizer.encode(t.prompt, add_bos=True) for t in self.tasks]
+        self.prompt_lengths = np.array([len(p) for p in prompts], dtype=np.int64)
+        self.tokens = np.full((B, int(self.prompt_lengths.max()) + self.max_new_tokens),
+                              self.tokenizer.pad_id, dtype=np.int64)
+        for i, p in enumerate(prompts):
+            self.tokens[i, :len(p)] = p
+        self.lengths = self.prompt_lengths.copy()
+        self.terminated = np.zeros(B, dtype=bool)
+        self.truncated = np.zeros(B, dtype=bool)
+        self.out_of_mask = np.zeros(B, dtype=np.int64)
+        seeds = list(range(B)) if seeds is None else list(seeds)
+        self.rngs = [np.random.default_rng(s) for s in seeds]
+        return self.observe()
+
+    @property
+    def done(self) -> np.ndarray:
+        return self.terminated | self.truncated
+
+    def observe(self) -> ObsBatch:
+        tokens = self.tokens.copy()  # a snapshot: the policy may keep it; later steps don't change it
+        tokens.flags.writeable = False
+        return ObsBatch(tokens=tokens, lengths=self.lengths.copy(), steps=self.lengths - self.prompt_lengths,
+                        done=self.done, action_mask=self.action_mask, task_ids=[t.id for t in self.tasks],
+                        rngs=self.rngs)
+
+    def step(self, actions) -> ObsBatch:
+        """Write actions[i] into every row that is not done yet; rows that are done ignore theirs."""
+        actions = np.asarray(actions, dtype=np.int64).reshape(-1)
+        if actions.shape != (len(self.tasks),):
+            raise ValueError(f"expected {len(self.tasks)} actions (one per episode), got shape {actions.shape}")
+        rows = np.flatnonzero(~self.done)
+        a = actions[rows]
+        if ((a < 0) | (a >= len(self.action_mask))).any():
+            raise ValueError(f"actions must be token ids in 0..{len(self.action_mask) - 1}, got {a.min()}..{a.max()}")
+        self.tokens[rows, self.lengths[rows]] = a
+        self.lengths[rows] += 1
+        self.out_of_mask[rows] += self.action_mask[a] == 0
+        eos = a == self.tokenizer.eos_id
+        self.terminated[rows] = eos
+        self.truncated[rows] = ~eos & (self.lengths[rows] - self.prompt_lengths[rows] >= self.max_new_tokens)
+        return self.observe()
+
+    def completions(self) -> list[str]:
+        return [self.tokenizer.decode(self.tokens[i, p:n], skip_special=True)
+                for i, (p, n) in enumerate(zip(self.prompt_lengths, self.lengths))]
+
+    def results(self, score: bool = True) -> list[Episode]:
+        """Every episode's result; score=True runs all programs in one sandbox batch."""
+        completions = self.completions()
+        reports = [None] * len(self.tasks)
+        if score:
+            jobs = [(t.program(c), t.tests) for t, c in zip(self.tasks, completions)]
+            reports = run_tests_batch(jobs, timeout=self.timeout, memory_mb=self.memory_mb, workers=self.workers)
+        episodes = []
+        for i, (task, completion, report) in enumerate(zip(self.tasks, completions, reports)):
+            ep = Episode(task_id=task.id, completion=completion,
+                         actions=self.tokens[i, self.prompt_lengths[i]:self.lengths[i]].tolist(),
+                         terminated=bool(self.terminated[i]), truncated=bool(self.truncated[i]),
+                         reward=float("nan"), out_of_mask=int(self.out_of_mask[i]))
+            if report is not None:
+                ep.reward = float(self.reward_fn(task, completion, report))
+                ep.passed, ep.total, ep.status = report.passed, report.total, _status_name(report.status)
+            episodes.append(ep)
+        return episodes
+
+
+def rollout_batch(policy: Policy, tasks: Sequence[Task], *, n: int = 1, seed: int = 0,
+                  score: bool = True, tokenizer=None, max_new_tokens: int = DEFAULT_MAX_NEW_TOKENS,
+                  reward_fn: RewardFn = fraction_passed, alphabet: Sequence[int] | None = None,
+                  timeout: float = 2.0, memory_mb: int = 256, workers: int | None = None) -> list[Episode]:
+    """Run n episodes of each task in lockstep; return one Episode per episode, task by task.
+
+    Episode i (in the returned order) seeds its policy RNG with seed + i, so its
+    result does not depend on the batch it ran in: it equals
+    run_episode(CodeGenEnv(...), policy, seed=seed + i, task_id=...).
+    """
+    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn, alphabet=alphabet,
+                         timeout=timeout, memory_mb=memory_mb, workers=workers)
+    episode_tasks = [t for t in tasks for _ in range(n)]
+    batch = env.reset(episode_tasks, seeds=[seed + i for i in range(len(episode_tasks))])
+    while not batch.done.all():
+        batch = env.step(policy(batch))
+    return env.results(score=score)

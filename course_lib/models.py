@@ -1,0 +1,140 @@
+"""The policy network: a character-level GRU with a policy head and a value head (chapter 4).
+
+    token ids --embed--> vectors --GRU--> hidden states --policy_head--> logits (one score per token)
+                                                        --value_head---> value  (one number, chapters 5-8)
+
+`generate` writes completions with it: the prompt is read first, then one token
+at a time is chosen (greedily or by sampling) and fed back, until <eos> or
+`max_new_tokens`. It returns only the new text, never the prompt.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+
+import torch
+import torch.nn as nn
+from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
+
+
+@dataclass(frozen=True)
+class GRUConfig:
+    vocab_size: int        # number of token ids (the tokenizer's len())
+    embed_dim: int = 64    # size of the vector each token id is turned into
+    hidden_dim: int = 256  # size of the GRU's memory
+    num_layers: int = 1    # GRUs stacked on top of each other
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+class GRUPolicy(nn.Module):
+    def __init__(self, config: GRUConfig):
+        super().__init__()
+        self.config = config
+        self.embed = nn.Embedding(config.vocab_size, config.embed_dim)
+        self.gru = nn.GRU(config.embed_dim, config.hidden_dim, config.num_layers, batch_first=True)
+        self.policy_head = nn.Linear(config.hidden_dim, config.vocab_size)  # logits of the next token
+        self.value_head = nn.Linear(config.hidden_dim, 1)  # expected reward from here (trained in ch. 5-6)
+
+    def forward(self, tokens: torch.Tensor, hidden: torch.Tensor | None = None):
+        """tokens [B, T] -> logits [B, T, V], values [B, T], hidden [num_layers, B, H].
+
+        Position t only sees tokens 0..t (a GRU reads left to right), so the logits
+        at t score the token at t + 1. Padding at the END of a row cannot change
+        the outputs before it.
+        """
+        out, hidden = self.gru(self.embed(tokens), hidden)
+        return self.policy_head(out), self.value_head(out).squeeze(-1), hidden
+
+    def step(self, token: torch.Tensor, hidden: torch.Tensor | None = None):
+        """One token per row, token [B] -> logits [B, V], values [B], hidden: incremental decoding."""
+        logits, values, hidden = self(token[:, None], hidden)
+        return logits[:, 0], values[:, 0], hidden
+
+    def prefill(self, sequences: list[list[int]]):
+        """Read token sequences of different lengths; return what `step` would after each one's LAST token.
+
+        Packing runs each row only for its own length, so a short prompt's hidden
+        state is never touched by the padding that lines it up with longer ones.
+        """
+        device = self.embed.weight.device
+        lengths = torch.tensor([len(s) for s in sequences])
+        if (lengths == 0).any():
+            raise ValueError("prefill needs at least one token per sequence (start each with <bos>)")
+        padded = pad_sequence([torch.tensor(s, dtype=torch.long) for s in sequences], batch_first=True).to(device)
+        packed = pack_padded_sequence(self.embed(padded), lengths, batch_first=True, enforce_sorted=False)
+        _, hidden = self.gru(packed)
+        top = hidden[-1]  # the last layer's state after each row's last token = its output there
+        return self.policy_head(top), self.value_head(top).squeeze(-1), hidden
+
+    def num_parameters(self) -> int:
+        return sum(p.numel() for p in self.parameters())
+
+
+# -----------------------------------------------------------------------------
+# writing completions
+
+def next_token_mask(vocab_size: int, tokenizer, allowed_ids=None, device=None) -> torch.Tensor:
+    """Which ids may be generated: allowed_ids (all if None), never <pad> or <bos>."""
+    mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
+    if allowed_ids is None:
+        mask[:] = True
+    else:
+        mask[torch.as_tensor(list(allowed_ids), dtype=torch.long, device=device)] = True
+    mask[tokenizer.pad_id] = mask[tokenizer.bos_id] = False  # they are markers, not text
+    return mask
+
+
+def choose_next(logits: torch.Tensor, *, temperature: float = 1.0, greedy: bool = False,
+                generator: torch.Generator | None = None) -> torch.Tensor:
+    """logits [B, V] -> token ids [B]: the most likely (greedy) or a sample from softmax(logits / T)."""
+    if greedy or temperature == 0:
+        return logits.argmax(dim=-1)
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 means greedy), got {temperature}")
+    probs = torch.softmax(logits / temperature, dim=-1)
+    return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
+
+
+@torch.no_grad()
+def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens: int,
+                 temperature: float = 1.0, greedy: bool = False, allowed_ids=None,
+                 generator: torch.Generator | None = None) -> list[list[int]]:
+    """The generated ids of each prompt, <eos> included where the model wrote it.
+
+    All prompts advance in lockstep, one token each per step; a row that wrote
+    <eos> is finished and its later (ignored) tokens are not returned.
+    """
+    was_training = model.training
+    model.eval()
+    device = model.embed.weight.device
+    mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
+    logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
+    out: list[list[int]] = [[] for _ in prompts]
+    done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+    for _ in range(max_new_tokens):
+        logits = logits.masked_fill(~mask, float("-inf"))
+        token = choose_next(logits, temperature=temperature, greedy=greedy, generator=generator)
+        for i in (~done).nonzero().flatten().tolist():
+            out[i].append(int(token[i]))
+        done |= token == tokenizer.eos_id
+        if done.all():
+            break
+        logits, _, hidden = model.step(token, hidden)
+    model.train(was_training)
+    return out
+
+
+def generate(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens: int,
+             temperature: float = 1.0, greedy: bool = False, allowed_ids=None,
+             generator: torch.Generator | None = None) -> list[str]:
+    """The completion of each prompt: the generated text only, without the prompt and without <eos>.
+
+    temperature: < 1 sharpens the distribution, > 1 flattens it; 0 is greedy.
+    allowed_ids: the action alphabet (e.g. `env.action_alphabet`); include <eos> or rows never stop early.
+    generator: a seeded torch.Generator makes sampling repeatable.
+    """
+    ids = generate_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
+                       greedy=greedy, allowed_ids=allowed_ids, generator=generator)
+    return [tokenizer.decode(row) for row in ids]  # decode drops <eos>
