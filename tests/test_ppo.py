@@ -56,14 +56,14 @@ def direct_ppo_loss(new_lp, old_lp, adv, mask, eps, new_v, old_v, ret, veps, ent
     terms, vterms, eterms, n = 0.0, 0.0, 0.0, 0
     for i in range(len(new_lp)):
         for t in range(len(new_lp[0])):
-            if mask[i, t] == 0:
+            if mask[i][t] == 0:
                 continue
-            r = math.exp(new_lp[i, t] - old_lp[i, t])
-            a = adv[i, t]
+            r = math.exp(new_lp[i][t] - old_lp[i][t])
+            a = adv[i][t]
             terms += min(r * a, max(min(r, 1 + eps), 1 - eps) * a)
-            vc = old_v[i, t] + max(min(new_v[i, t] - old_v[i, t], veps), -veps)
-            vterms += max((new_v[i, t] - ret[i, t]) ** 2, (vc - ret[i, t]) ** 2)
-            eterms += ent[i, t]
+            vc = old_v[i][t] + max(min(new_v[i][t] - old_v[i][t], veps), -veps)
+            vterms += max((new_v[i][t] - ret[i][t]) ** 2, (vc - ret[i][t]) ** 2)
+            eterms += ent[i][t]
             n += 1
     return -terms / n + vf * 0.5 * vterms / n - ec * eterms / n
 
