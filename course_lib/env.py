@@ -80,9 +80,15 @@ def alphabet_mask(alphabet: Sequence[int], vocab_size: int) -> np.ndarray:
     return mask
 
 
+_COURSE_ALPHABETS: dict[str, np.ndarray] = {}  # by tokenizer fingerprint: loading the tasks takes a while
+
+
 def course_alphabet(tokenizer) -> np.ndarray:
     """The course's alphabet: `action_alphabet` of the course's training tasks."""
-    return action_alphabet(load_tasks("train"), tokenizer)
+    key = tokenizer.fingerprint()
+    if key not in _COURSE_ALPHABETS:
+        _COURSE_ALPHABETS[key] = action_alphabet(load_tasks("train"), tokenizer)
+    return _COURSE_ALPHABETS[key].copy()
 
 
 def _course_tokenizer():
@@ -141,13 +147,14 @@ class CodeGenEnv(gym.Env):
     finished. `truncated` = it hit max_new_tokens: we cut it. Never both: <eos> as
     the last allowed token is a termination. Gymnasium's general advice is to
     bootstrap (add gamma * V(next observation)) after a truncation, because a time
-    limit usually cuts off rewards that were still to come. Not here: the cut
-    program is scored at the cut and paid in full, and nothing can follow, so a
-    learner for this environment treats both as the end (value of what follows = 0);
-    bootstrapping on truncation would add value for rewards that never come. The
-    flags stay distinct because "finished" and "cut off" are different outcomes:
-    the truncation rate tells you the policy has not learned to stop, and a reward
-    may treat them differently (chapter 7).
+    limit usually cuts off rewards that were still to come. Not here: the objective
+    is the score of the program written within max_new_tokens (what evaluation
+    measures); the cut program is scored at the cut and paid in full, and nothing
+    follows. So a learner treats both ends alike (value after the last step = 0);
+    bootstrapping on truncation would promise a policy that never stops rewards it
+    never gets. The flags stay distinct because "finished" and "cut off" are
+    different outcomes: the truncation rate tells you the policy has not learned
+    to stop, and a reward may treat them differently (chapter 7).
 
     Actions outside the mask: any id of the action space (the whole vocabulary) is
     accepted, as gymnasium environments do; masking is the policy's job. Such an
@@ -297,14 +304,26 @@ class ObsBatch:
     def __len__(self) -> int:
         return len(self.task_ids)
 
+    @classmethod
+    def single(cls, obs: dict, info: dict, rng: np.random.Generator | None = None) -> "ObsBatch":
+        """A batch of one, from CodeGenEnv's observation and info."""
+        return cls(tokens=obs["tokens"][None], lengths=np.array([obs["length"]]), steps=np.array([info["steps"]]),
+                   done=np.array([False]), action_mask=info["action_mask"], task_ids=[info["task_id"]],
+                   rngs=[rng if rng is not None else np.random.default_rng()])
+
 
 Policy = Callable[[ObsBatch], np.ndarray]
 
 
 def random_policy(batch: ObsBatch) -> np.ndarray:
-    """Uniform over the allowed actions (<eos> included), each row with its own RNG."""
+    """Uniform over the allowed actions (<eos> included), each row with its own RNG.
+
+    Rows already done draw nothing (the environment ignores their action), so an
+    episode's draws are the same in any batch and alone.
+    """
     allowed = np.flatnonzero(batch.action_mask)
-    return np.array([allowed[rng.integers(len(allowed))] for rng in batch.rngs], dtype=np.int64)
+    return np.array([allowed[0] if done else allowed[rng.integers(len(allowed))]
+                     for rng, done in zip(batch.rngs, batch.done)], dtype=np.int64)
 
 
 def template_policy(tasks: Sequence[Task], tokenizer) -> Policy:
@@ -336,10 +355,7 @@ def run_episode(env: CodeGenEnv, policy: Policy, *, seed: int | None = None,
     rng = np.random.default_rng(seed)
     actions, reward = [], 0.0
     while True:
-        batch = ObsBatch(tokens=obs["tokens"][None], lengths=np.array([obs["length"]]),
-                         steps=np.array([info["steps"]]), done=np.array([False]),
-                         action_mask=info["action_mask"], task_ids=[info["task_id"]], rngs=[rng])
-        action = int(policy(batch)[0])
+        action = int(policy(ObsBatch.single(obs, info, rng))[0])
         actions.append(action)
         obs, r, terminated, truncated, info = env.step(action)
         reward += r
@@ -385,6 +401,7 @@ class BatchedCodeGen:
         self.terminated = np.zeros(B, dtype=bool)
         self.truncated = np.zeros(B, dtype=bool)
         self.out_of_mask = np.zeros(B, dtype=np.int64)
+        self.task_ids = [t.id for t in self.tasks]
         seeds = list(range(B)) if seeds is None else list(seeds)
         self.rngs = [np.random.default_rng(s) for s in seeds]
         return self.observe()
@@ -397,7 +414,7 @@ class BatchedCodeGen:
         tokens = self.tokens.copy()  # a snapshot: the policy may keep it; later steps don't change it
         tokens.flags.writeable = False
         return ObsBatch(tokens=tokens, lengths=self.lengths.copy(), steps=self.lengths - self.prompt_lengths,
-                        done=self.done, action_mask=self.action_mask, task_ids=[t.id for t in self.tasks],
+                        done=self.done, action_mask=self.action_mask, task_ids=self.task_ids,
                         rngs=self.rngs)
 
     def step(self, actions) -> ObsBatch:

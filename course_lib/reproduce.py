@@ -29,7 +29,7 @@ TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
 
 NOTEBOOK_BUDGET_S = 5 * 60      # any one notebook
 BATCH_BUDGET_S = 25 * 60        # all notebooks together
-TIME_LINE = re.compile(r"^\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
+TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
 
 # Fixed so that notebook outputs are the same on every run (nbval compares them).
 BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -67,7 +67,7 @@ def stamp_time(notebook: Path, seconds: float) -> None:
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"])
             if TIME_LINE.search(source):
-                cell["source"] = TIME_LINE.sub(text, source).splitlines(keepends=True)
+                cell["source"] = TIME_LINE.sub(lambda m: m["bullet"] + text, source).splitlines(keepends=True)
     notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
 
 

@@ -155,7 +155,11 @@ def _isolation_prefix(level: str) -> list[str]:
                 # unprivileged uid the code runs as.
                 "--unshare-pid", "--unshare-net", "--unshare-ipc", "--unshare-uts",
                 "--unshare-cgroup-try",
-                "--die-with-parent", "--new-session",
+                # No --die-with-parent: it fires when the *thread* that started
+                # bwrap exits, and batches start workers from short-lived
+                # threads. The worker exits by itself when its stdin closes,
+                # which happens when we close it or die.
+                "--new-session",
                 "--clearenv", *sum((["--setenv", k, v] for k, v in WORKER_ENV.items()), []),
                 "--chdir", "/tmp", "--"]
     if level == "unshare":

@@ -144,13 +144,13 @@ def test_format_duration():
 
 def test_stamp_time_rewrites_the_time_line(tmp_path):
     nb = {"cells": [{"cell_type": "markdown", "metadata": {},
-                     "source": ["intro\n", "**Time on a 2-core CPU:** unknown.\n", "more"]}],
+                     "source": ["intro\n", "- **Time on a 2-core CPU:** unknown.\n", "more"]}],
           "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
     path = tmp_path / "01_x.ipynb"
     path.write_text(json.dumps(nb))
     reproduce.stamp_time(path, 75.2)
     source = "".join(json.loads(path.read_text())["cells"][0]["source"])
-    assert "**Time on a 2-core CPU:** 1 min 15 s, measured by the batch" in source
+    assert "\n- **Time on a 2-core CPU:** 1 min 15 s, measured by the batch" in source
     assert source.startswith("intro\n") and source.endswith("more")
 
 

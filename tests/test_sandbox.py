@@ -14,6 +14,8 @@ import random
 import shutil
 import signal
 import socket
+import subprocess
+import sys
 import threading
 import time
 from pathlib import Path
@@ -26,6 +28,8 @@ from course_lib.sandbox import (LEVELS, Sandbox, Status, TestReport, isolation_l
 
 STRONGEST = isolation_level()
 LEVELS_UNDER_TEST = [STRONGEST] + (["process"] if STRONGEST != "process" else [])
+if os.environ.get("COURSE_SANDBOX_TEST_ALL_LEVELS"):     # every level this machine has
+    LEVELS_UNDER_TEST = list(reversed(LEVELS[:LEVELS.index(STRONGEST) + 1]))
 IS_ROOT = os.geteuid() == 0
 
 
@@ -146,15 +150,20 @@ def test_arguments_are_checked():
 ], ids=["kill-parent", "killpg-own-group", "killpg-parent-group"])
 def test_caller_survives_code_killing_its_parent_or_group(box, code):
     report = box.run_tests(code, ["assert True"])
-    assert report.status in (Status.CRASHED, Status.RUNTIME_ERROR), report
-    assert report.passed == 0
+    # The kill fails (RUNTIME_ERROR: the code runs as another uid), kills the
+    # code itself (CRASHED), or hits nothing that matters (PASSED).
+    assert report.status in (Status.CRASHED, Status.RUNTIME_ERROR, Status.PASSED), report
+    assert report.passed == (report.status is Status.PASSED)
     assert_caller_fine(box)
 
 
 @pytest.mark.skipif(not IS_ROOT, reason="kill(-1) is only contained when jobs run as their own uid")
 def test_caller_survives_kill_of_every_process(box):
     report = box.run_tests("import os, signal\nos.kill(-1, signal.SIGKILL)", ["assert True"])
-    assert report.status in (Status.CRASHED, Status.RUNTIME_ERROR) and report.passed == 0
+    # kill(-1) reaches only processes of the job's own uid: none but itself
+    # (so it succeeds, or fails with ESRCH, depending on the namespace).
+    assert report.status in (Status.PASSED, Status.RUNTIME_ERROR), report
+    assert report.passed == (report.status is Status.PASSED)
     assert_caller_fine(box)
 
 
@@ -167,8 +176,10 @@ def test_segfault_is_a_crash(box):
 
 def test_infinite_recursion_with_a_huge_recursion_limit(box):
     code = "import sys\nsys.setrecursionlimit(10**6)\ndef f(n):\n    return f(n + 1) + 1\nf(0)"
-    report = box.run_tests(code, ["assert True"], timeout=5)
-    assert report.status in (Status.CRASHED, Status.RUNTIME_ERROR, Status.MEMORY_LIMIT)
+    report = box.run_tests(code, ["assert True"], timeout=5, memory_mb=96)
+    # Python 3.11 keeps Python frames off the C stack: RecursionError or MemoryError.
+    assert report.status in (Status.CRASHED, Status.RUNTIME_ERROR, Status.MEMORY_LIMIT,
+                             Status.TIMEOUT), report
     assert report.passed == 0
     assert_caller_fine(box)
 
@@ -453,9 +464,14 @@ def test_ordinary_library_use_works(box):
 # The worker pool recovers
 # --------------------------------------------------------------------------
 
+def start_all_workers(box):
+    box.run_tests_batch([("import time\ntime.sleep(0.2)", [])] * box.size)
+    assert len(box.worker_pids()) == box.size
+
+
 def test_worker_killed_mid_job_is_replaced(box):
+    start_all_workers(box)
     pids = box.worker_pids()
-    assert pids
     threading.Timer(0.3, kill_all, [[pid for p in pids for pid in
                                      [p] + sandbox._descendants(p)]]).start()
     reports = box.run_tests_batch([("import time\ntime.sleep(2)", ["assert True"])] * 2,
@@ -465,7 +481,7 @@ def test_worker_killed_mid_job_is_replaced(box):
 
 
 def test_hung_worker_is_killed_by_the_callers_watchdog(box):
-    box.run_tests("", [])
+    start_all_workers(box)
     tree = [pid for p in box.worker_pids() for pid in [p] + sandbox._descendants(p)]
     for pid in tree:
         os.kill(pid, signal.SIGSTOP)        # stopped workers never answer
@@ -476,6 +492,48 @@ def test_hung_worker_is_killed_by_the_callers_watchdog(box):
     assert [r.status for r in reports] == [Status.TIMEOUT] * 2
     assert elapsed < 0.5 + sandbox.GRACE_SECONDS + 0.5
     assert_caller_fine(box)
+
+
+CALLER_THAT_DIES = """
+import sys, time
+from course_lib.sandbox import Sandbox
+sb = Sandbox(workers=2, level=sys.argv[1])
+sb.run_tests_batch([("", [])] * 2)                      # both workers up
+print(" ".join(map(str, sb.worker_pids())), flush=True)
+sb.run_tests("import os\\nos.system('setsid sleep %s &')\\ntime.sleep(100)", [], timeout=60)
+"""
+
+
+def test_workers_and_jobs_die_with_their_caller(box):
+    """A caller killed with SIGKILL (no atexit, no cleanup) leaves nothing behind."""
+    mark = unique_marker()
+    caller = subprocess.Popen([sys.executable, "-c", CALLER_THAT_DIES % mark, box.level],
+                              stdout=subprocess.PIPE, text=True)
+    try:
+        worker_pids = [int(p) for p in caller.stdout.readline().split()]
+        deadline = time.monotonic() + 5
+        while not processes_matching(f"sleep {mark}") and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert processes_matching(f"sleep {mark}"), "the job never started"
+        caller.kill()
+        caller.wait()
+        deadline = time.monotonic() + 2
+        while time.monotonic() < deadline and (
+                processes_matching(f"sleep {mark}") or any(map(alive, worker_pids))):
+            time.sleep(0.05)
+        assert processes_matching(f"sleep {mark}") == []
+        assert not any(map(alive, worker_pids))
+    finally:
+        caller.kill()
+        kill_all(processes_matching(f"sleep {mark}"))
+
+
+def alive(pid: int) -> bool:
+    try:
+        state = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0]
+    except OSError:
+        return False
+    return state != "Z"
 
 
 # --------------------------------------------------------------------------
