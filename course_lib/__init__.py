@@ -4,6 +4,10 @@ One module per idea, named in the book's vocabulary:
 
 - ``tasks``      a task = prompt + entry point + reference solution + tests (chapter 1)
 - ``sandbox``    running untrusted generated code safely and fast (chapter 1)
+- ``tokenizers`` characters and byte-pair encoding (chapter 2)
+- ``env``        the gymnasium code-generation environment, ``CodeGen-v0`` (chapter 3)
+- ``models``, ``pretrain``, ``checkpoints``   the GRU policy and its pretraining (chapter 4)
+- ``ppo``        GAE, the clipped loss and its diagnostics (chapter 6)
 - ``reproduce``  the papermill batch that executes every chapter
 - ``colab``      the setup cell every notebook starts with
 
@@ -12,3 +16,12 @@ when the module that needs them is imported.
 """
 
 __version__ = "0.1.0"
+
+
+def _register_environments() -> None:
+    """Make ``gymnasium.make("CodeGen-v0")`` work after ``import course_lib`` (chapter 3)."""
+    from course_lib.env import register
+    register()
+
+
+_register_environments()

@@ -15,7 +15,12 @@ Life of the worker::
             it left behind, and answers on stdout (length-prefixed JSON)
 
 The worker itself runs trusted code only; everything the candidate program
-does happens in the forked child and its descendants.
+does happens in the forked child and its descendants. It exits when its stdin
+closes -- also when the caller dies, even in the middle of a job.
+
+Usage (by course_lib.sandbox): ``_sandbox_worker.py '<settings as JSON>'``
+with keys ``uid`` (0: don't switch), ``scratch``, ``private_tmp``,
+``masks``/``expose`` and ``read_all``; see ``main``.
 """
 
 import ctypes
@@ -101,6 +106,7 @@ def run_harness(code, tests, nonce):
     me = getpid()
     prefix = nonce.encode() + b" "
     memory_line = prefix + b"%s memory MemoryError\n"   # built before memory runs out
+    done = prefix + b"D\n"
 
     def emit(line):
         try:
@@ -152,10 +158,14 @@ def run_harness(code, tests, nonce):
             outcome, message = "fail", describe(exc)
         if getpid() != me:
             exit_now(0)
-        emit(text("T", str(index), outcome, message))
+        record = text("T", str(index), outcome, message)
         if outcome == "exit":    # a program that exits runs no further tests
+            emit(record)
             return 0
-    emit(prefix + b"D\n")
+        # The last result and "done" go in one write: one wake-up of the worker.
+        emit(record + done if index == len(tests) - 1 else record)
+    if not tests:
+        emit(done)
     return 0
 
 

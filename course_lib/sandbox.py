@@ -129,16 +129,22 @@ def _strongest_available() -> str:
 
 
 def _level_works(level: str) -> bool:
-    """Start a sandbox of this kind that only runs ``pass``: does it work here?"""
+    """Does a worker at this level start here and pass a trivial test?
+
+    Trying the real thing catches every way a level can be missing: no
+    binary, namespaces forbidden in a container, mounts refused, ...
+    """
     if level == "process":
-        return True
-    command = _isolation_prefix(level) + [sys.executable, "-S", "-I", "-c", "pass"]
+        return True                      # plain processes and rlimits always exist
+    worker = _Worker(level, slot=99, scratch_root="/tmp")   # scratch is a private tmpfs
     try:
-        return subprocess.run(command, env=WORKER_ENV, stdin=subprocess.DEVNULL,
-                              stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                              timeout=30).returncode == 0
-    except (OSError, subprocess.SubprocessError):
+        outcome = worker.run({"code": "", "tests": ["assert True"], "timeout": 10.0,
+                              "memory_mb": 256}, deadline=time.monotonic() + 30)
+        return _report(outcome, 1, 10.0, 0.0).status is Status.PASSED
+    except (_WorkerGone, OSError):
         return False
+    finally:
+        worker.close()
 
 
 def _isolation_prefix(level: str) -> list[str]:
@@ -261,15 +267,29 @@ class _Worker:
 
     def run(self, request: dict, deadline: float) -> dict:
         """Send one job and wait for its outcome until ``deadline`` (monotonic)."""
-        if self.process is None or self.process.poll() is not None:
-            self.kill()
-            self.start()
         try:
-            _send(self.process.stdin.fileno(), request)
+            self._send_with_restart(request)
             return _receive(self.process.stdout.fileno(), deadline)
         except (OSError, EOFError, TimeoutError, ValueError) as exc:
             self.kill()
             raise _WorkerGone(type(exc).__name__) from exc
+
+    def _send_with_restart(self, request: dict) -> None:
+        """Send a job, (re)starting the worker first if it is not running.
+
+        A worker killed between two jobs is noticed here, when the job cannot
+        be sent, and replaced without charging the next job for it."""
+        for attempt in (1, 2):
+            if self.process is None or self.process.poll() is not None:
+                self.kill()
+                self.start()
+            try:
+                _send(self.process.stdin.fileno(), request)
+                return
+            except OSError:
+                self.kill()
+                if attempt == 2:
+                    raise
 
     def kill(self) -> None:
         """SIGKILL the worker and everything under it.
@@ -418,12 +438,13 @@ class Sandbox:
     """
 
     def __init__(self, workers: Optional[int] = None, level: Optional[str] = None):
-        available = isolation_level() if level is None else level
-        if available not in LEVELS:
+        if level is None:
+            level = isolation_level()
+        elif level not in LEVELS:
             raise ValueError(f"level must be one of {LEVELS}, not {level!r}")
-        if level is not None and LEVELS.index(level) > LEVELS.index(_strongest_available()):
+        elif LEVELS.index(level) > LEVELS.index(_strongest_available()):
             raise RuntimeError(f"isolation level {level!r} is not available on this machine")
-        self.level = available
+        self.level = level
         self._scratch_root = tempfile.mkdtemp(prefix="course-sandbox-", dir=_fast_tmp())
         os.chmod(self._scratch_root, 0o711)   # the sandbox uid may enter, not list
         self._idle: "queue.LifoQueue[_Worker]" = queue.LifoQueue()  # warm workers first
