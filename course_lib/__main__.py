@@ -3,6 +3,8 @@
 Commands:
     reproduce          execute every chapter notebook through papermill (the batch)
     sync-setup-cells   rewrite every notebook's setup cell after changing _config.yml
+    ppo                pretrain a GRU policy (or load one), train it with PPO, evaluate it (chapter 6)
+    eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
 """
 
 from __future__ import annotations
@@ -23,6 +25,18 @@ def main(argv: list[str] | None = None) -> int:
     sync = commands.add_parser("sync-setup-cells",
                                help="rewrite the setup cell of every notebook from _config.yml's repository.url")
     sync.set_defaults(func=_sync_setup_cells)
+
+    ppo = commands.add_parser(
+        "ppo", help="train a policy with PPO into --out (metrics.jsonl, policy.pt, eval.json)",
+        description="Pretrain (unless --pretrained), run PPO, write DIR/metrics.jsonl, DIR/policy.pt and "
+                    "DIR/eval.json. Every hyperparameter is an option; --config FILE sets many at once.")
+    evaluate = commands.add_parser(
+        "eval", help="evaluate a checkpoint greedily on the course's tasks or a folder of task files")
+    words = sys.argv[1:] if argv is None else argv
+    if words and words[0] in ("ppo", "eval"):  # their options need torch: import it only for them
+        from course_lib import trainer
+        trainer.add_arguments(ppo)
+        trainer.add_eval_arguments(evaluate)
 
     args = parser.parse_args(argv)
     if args.command is None:

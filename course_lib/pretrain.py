@@ -23,6 +23,7 @@ from __future__ import annotations
 import ast
 import os
 import random
+import re
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -55,14 +56,16 @@ def task_examples(tasks) -> list[Example]:
     return [Example(t.prompt, t.solution, f"train:{t.id}") for t in tasks]
 
 
-def stdlib_functions(tokenizer, *, max_body_chars: int = 300, max_examples: int | None = None) -> list[Example]:
+def stdlib_functions(tokenizer, *, max_body_chars: int = 150, methods: bool = False) -> list[Example]:
     """Short documented functions from the standard library's top-level modules, shaped like our tasks.
 
     prompt = the `def` line(s) + the docstring's first line; target = the body
     after the docstring, without comment or blank lines, dedented to column 0
     (methods too). Kept only if every character is in the tokenizer's vocabulary
-    (no new tokens) and the body has at most max_body_chars characters. The source
-    ships with Python (no network); another Python version gives slightly other data.
+    (no new tokens) and the body has at most max_body_chars characters. methods=False
+    skips anything that mentions `self` or `cls`: plain functions look like our tasks.
+    The source ships with Python (no network); another Python version gives slightly
+    other data.
     """
     vocab = set(tokenizer.vocab[3:])
     out = []
@@ -76,9 +79,10 @@ def stdlib_functions(tokenizer, *, max_body_chars: int = 300, max_examples: int 
         for node in ast.walk(tree):
             example = _function_example(node, lines, path.stem)
             if (example and len(example.target) <= max_body_chars
-                    and set(example.prompt + example.target) <= vocab):
+                    and set(example.prompt + example.target) <= vocab
+                    and (methods or not re.search(r"\b(self|cls)\b", example.prompt + example.target))):
                 out.append(example)
-    return out[:max_examples] if max_examples else out
+    return out
 
 
 def _function_example(node, lines: list[str], module: str) -> Example | None:
@@ -89,7 +93,7 @@ def _function_example(node, lines: list[str], module: str) -> Example | None:
     if not doc or not doc.strip() or not docline.startswith('"""') or node.body[0].end_lineno >= node.body[1].lineno:
         return None
     indent = len(lines[node.lineno - 1]) - len(lines[node.lineno - 1].lstrip())
-    head = lines[node.lineno - 1:node.body[0].lineno - 1]
+    head = [line for line in lines[node.lineno - 1:node.body[0].lineno - 1] if line.strip()]
     body = [line for line in lines[node.body[1].lineno - 1:node.end_lineno]
             if line.strip() and not line.lstrip().startswith("#")]
     if any(line[:indent].strip() for line in head + body):  # e.g. a continuation line less indented
@@ -121,7 +125,7 @@ def drop_leaks(examples: Sequence[Example], tasks) -> list[Example]:
 
 
 def pretraining_texts(regime: str, *, tasks=None, tokenizer=None, train_repeats: int = 4,
-                      max_body_chars: int = 300) -> list[Example]:
+                      max_body_chars: int = 150, methods: bool = False) -> list[Example]:
     """The pretraining data of a regime ("memorise" or "broad"); no val/test solution is in it.
 
     broad: each train pair appears train_repeats times among the stdlib functions,
@@ -138,7 +142,7 @@ def pretraining_texts(regime: str, *, tasks=None, tokenizer=None, train_repeats:
     if regime == "memorise":
         examples = pairs
     else:
-        examples = stdlib_functions(tokenizer, max_body_chars=max_body_chars) + pairs * train_repeats
+        examples = stdlib_functions(tokenizer, max_body_chars=max_body_chars, methods=methods) + pairs * train_repeats
     return drop_leaks(examples, tasks)
 
 

@@ -32,6 +32,7 @@ import enum
 import json
 import os
 import queue
+import select
 import shutil
 import signal
 import stat
@@ -41,6 +42,7 @@ import sys
 import tempfile
 import threading
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
@@ -337,7 +339,6 @@ def _receive(fd: int, deadline: float) -> dict:
 
 
 def _read_exactly(fd: int, n: int, deadline: float) -> bytes:
-    import select
     chunks = []
     while n:
         left = deadline - time.monotonic()
@@ -357,8 +358,8 @@ def _descendants(root: int) -> list[int]:
     for entry in os.listdir("/proc"):
         if entry.isdigit():
             try:
-                stat = Path(f"/proc/{entry}/stat").read_bytes()
-                ppid = int(stat.rsplit(b")", 1)[1].split()[1])
+                fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1]
+                ppid = int(fields.split()[1])
             except (OSError, IndexError, ValueError):
                 continue
             children.setdefault(ppid, []).append(int(entry))
@@ -445,13 +446,19 @@ class Sandbox:
         elif LEVELS.index(level) > LEVELS.index(_strongest_available()):
             raise RuntimeError(f"isolation level {level!r} is not available on this machine")
         self.level = level
-        self._scratch_root = tempfile.mkdtemp(prefix="course-sandbox-", dir=_fast_tmp())
-        os.chmod(self._scratch_root, 0o711)   # the sandbox uid may enter, not list
+        # Jobs get a fresh directory under this one. Only the "process" level
+        # needs a real one; the others have a private tmpfs on /tmp.
+        self._scratch_root = "/tmp"
+        if level == "process":
+            self._scratch_root = tempfile.mkdtemp(prefix="course-sandbox-", dir=_fast_tmp())
+            os.chmod(self._scratch_root, 0o711)   # the sandbox uid may enter, not list
         self._idle: "queue.LifoQueue[_Worker]" = queue.LifoQueue()  # warm workers first
         self._all: list[_Worker] = []
         self._lock = threading.Lock()
         self._closed = False
         self._grow(workers or os.cpu_count() or 1)
+        # Also clean up when a Sandbox is dropped without close().
+        self._finalizer = weakref.finalize(self, _shut_down, self._all, self._scratch_root)
 
     def _grow(self, size: int) -> None:
         """Have at least ``size`` workers; they start when first used."""
@@ -481,6 +488,9 @@ class Sandbox:
                 worker.kill()            # leftovers it could not reap: drop its namespace
         except _WorkerGone:
             outcome = {"timed_out": time.monotonic() >= started + timeout}
+        except BaseException:            # e.g. Ctrl-C in a notebook: the answer to this
+            worker.kill()                # job must not be read as the next job's
+            raise
         finally:
             self._idle.put(worker)
         return _report(outcome, len(tests), timeout, time.monotonic() - started)
@@ -504,15 +514,20 @@ class Sandbox:
 
     def close(self) -> None:
         self._closed = True
-        for worker in self._all:
-            worker.close()
-        shutil.rmtree(self._scratch_root, ignore_errors=True)
+        self._finalizer()
 
     def __enter__(self) -> "Sandbox":
         return self
 
     def __exit__(self, *exc_info) -> None:
         self.close()
+
+
+def _shut_down(workers: list, scratch_root: str) -> None:
+    for worker in workers:
+        worker.close()
+    if scratch_root != "/tmp":
+        shutil.rmtree(scratch_root, ignore_errors=True)
 
 
 def _fast_tmp() -> Optional[str]:

@@ -494,20 +494,23 @@ def test_hung_worker_is_killed_by_the_callers_watchdog(box):
     assert_caller_fine(box)
 
 
+# The marker comes in argv[2], so this script's own command line does not
+# contain "sleep <marker>".
 CALLER_THAT_DIES = """
-import sys, time
+import sys
 from course_lib.sandbox import Sandbox
 sb = Sandbox(workers=2, level=sys.argv[1])
-sb.run_tests_batch([("", [])] * 2)                      # both workers up
+sb.run_tests_batch([("import time\\ntime.sleep(0.2)", [])] * 2)      # both workers up
 print(" ".join(map(str, sb.worker_pids())), flush=True)
-sb.run_tests("import os\\nos.system('setsid sleep %s &')\\ntime.sleep(100)", [], timeout=60)
+sb.run_tests("import os, time\\nos.system('setsid sleep " + sys.argv[2] + " &')\\n"
+             "time.sleep(100)", [], timeout=60)
 """
 
 
 def test_workers_and_jobs_die_with_their_caller(box):
     """A caller killed with SIGKILL (no atexit, no cleanup) leaves nothing behind."""
     mark = unique_marker()
-    caller = subprocess.Popen([sys.executable, "-c", CALLER_THAT_DIES % mark, box.level],
+    caller = subprocess.Popen([sys.executable, "-c", CALLER_THAT_DIES, box.level, mark],
                               stdout=subprocess.PIPE, text=True)
     try:
         worker_pids = [int(p) for p in caller.stdout.readline().split()]
@@ -534,6 +537,17 @@ def alive(pid: int) -> bool:
     except OSError:
         return False
     return state != "Z"
+
+
+def test_interrupted_call_leaves_the_pool_usable(box):
+    """Ctrl-C in a notebook mid-job: the late answer must not become the next job's."""
+    import _thread
+    threading.Timer(0.3, _thread.interrupt_main).start()
+    with pytest.raises(KeyboardInterrupt):
+        box.run_tests("import time\ntime.sleep(2)", ["assert True"], timeout=5)
+    for _ in range(box.size + 1):
+        report = box.run_tests("x = 1", ["assert x == 2"])
+        assert report.status is Status.FAILED, report
 
 
 # --------------------------------------------------------------------------

@@ -1,0 +1,363 @@
+"""Policy gradients: REINFORCE, baselines, and how noisy the gradient is (chapter 5).
+
+The policy-gradient theorem, for episodes that are one choice a (an arm of a
+bandit) or one whole completion a = (a_1, ..., a_T) scored once at the end:
+
+    J(theta)      = E_{a ~ pi_theta} [ R(a) ]                       the expected reward
+    grad J(theta) = E_{a ~ pi_theta} [ grad log pi_theta(a) * (R(a) - b) ]
+    log pi(a)     = sum_t log pi(a_t | s_t)                          a completion, token by token
+
+b is a *baseline*: any number that does not depend on the sampled a (and, per
+token, any function of the state s_t). It leaves the expected gradient alone and
+can shrink its variance a lot. REINFORCE estimates the expectation with a batch
+of samples and takes a gradient step; as a loss to minimise:
+
+    loss = -(1/B) sum_i sum_t mask_it * log pi(a_it | s_it) * (R_i - b_it)
+
+The pieces, in the order the chapter uses them:
+
+    BernoulliBandit, SoftmaxPolicy, analytic_gradient   the smallest problem, with an exact answer
+    reinforce_loss, value_loss                          the two losses
+    RunningMeanBaseline, leave_one_out_baseline         baselines that need no network
+    grad_variance                                       how noisy is an estimate? repeat it and see
+    gru_policy, sequence_logprobs, train_reinforce      the same on the code environment
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Sequence
+
+import numpy as np
+import torch
+import torch.nn as nn
+
+from course_lib.ppo import masked_mean
+
+BASELINES = ("none", "mean", "leave_one_out", "value")
+
+
+# -----------------------------------------------------------------------------
+# a k-armed bandit: one step per episode, the exact gradient is known
+
+class BernoulliBandit:
+    """k slot machines; arm j pays 1 with probability means[j], else 0 (a test that passes or not)."""
+
+    def __init__(self, means: Sequence[float], seed: int = 0):
+        self.means = torch.as_tensor(means, dtype=torch.float64)
+        if self.means.dim() != 1 or not ((self.means >= 0) & (self.means <= 1)).all():
+            raise ValueError(f"means must be a list of probabilities in [0, 1], got {list(means)}")
+        # numpy's generator, not torch's: a torch.Generator with the same seed as the policy's would
+        # draw the very numbers the policy drew, and arm 0 would always pay (it happened to us)
+        self.rng = np.random.default_rng(seed)
+
+    @property
+    def k(self) -> int:
+        return len(self.means)
+
+    def pull(self, arms: torch.Tensor) -> torch.Tensor:
+        """arms [B] -> rewards [B] (float 0/1), one independent draw per pull."""
+        u = torch.from_numpy(self.rng.random(tuple(arms.shape)))
+        return (u < self.means[arms]).float()
+
+
+class SoftmaxPolicy(nn.Module):
+    """pi(j) = softmax(logits)_j: one learnable number per arm, all 0 at the start (uniform).
+
+    runs=R holds R independent policies in one [R, k] tensor (R learners at once, one
+    vectorised update; their parameters never mix).
+    """
+
+    def __init__(self, k: int, runs: int | None = None):
+        super().__init__()
+        self.logits = nn.Parameter(torch.zeros(k) if runs is None else torch.zeros(runs, k))
+
+    def probs(self) -> torch.Tensor:
+        return torch.softmax(self.logits, dim=-1)
+
+    def sample(self, n: int, generator: torch.Generator | None = None):
+        """n arms drawn from pi ([n], or [R, n]), and their log-probabilities (which carry the gradient)."""
+        arms = torch.multinomial(self.probs().detach(), n, replacement=True, generator=generator)
+        return arms, torch.log_softmax(self.logits, dim=-1).gather(-1, arms)
+
+
+def analytic_gradient(probs: torch.Tensor, means: torch.Tensor) -> torch.Tensor:
+    """The exact grad J of a softmax policy on a bandit: dJ/dlogit_j = pi_j * (mu_j - J), J = sum_j pi_j mu_j."""
+    probs, means = probs.double(), means.double()
+    return probs * (means - (probs * means).sum())
+
+
+# -----------------------------------------------------------------------------
+# the losses
+
+def reinforce_loss(logprobs: torch.Tensor, returns: torch.Tensor, baseline=None,
+                   mask: torch.Tensor | None = None) -> torch.Tensor:
+    """-(1/B) sum_i sum_t mask * log pi(a_it | s_it) * (R_it - b_it): its gradient is REINFORCE's estimate.
+
+    logprobs  [B] (one action per episode) or [B, T] (one per token), with gradient
+    returns   [B] (one reward per episode, used at every step) or [B, T]
+    baseline  None, a number, [B] or [B, T]; detached: it must not be trained by this loss
+    mask      [B, T], 1 on real steps, 0 on padding (whose log-probs are then ignored)
+
+    Summing over the steps of an episode (not averaging) is what the theorem says:
+    log pi(completion) is the sum of its tokens' log-probs.
+    """
+    if logprobs.dim() == 1:
+        logprobs = logprobs[:, None]
+    B, T = logprobs.shape
+    returns = torch.as_tensor(returns, dtype=logprobs.dtype)
+    advantages = returns[:, None].expand(B, T) if returns.dim() == 1 else returns
+    if baseline is not None:
+        baseline = torch.as_tensor(baseline, dtype=logprobs.dtype).detach()
+        advantages = advantages - (baseline[:, None] if baseline.dim() == 1 else baseline)
+    if mask is None:
+        mask = torch.ones(B, T, dtype=logprobs.dtype)
+    mask = mask.to(logprobs.dtype)
+    # where() and not a product: a padded position may hold -inf or nan, and 0 * -inf is nan
+    per_step = torch.where(mask > 0, logprobs * advantages.detach(), torch.zeros_like(logprobs))
+    return -per_step.sum(dim=1).mean()
+
+
+def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor | None = None) -> torch.Tensor:
+    """(1/2) mean over real steps of (V(s_t) - R)^2: teaches the critic to predict the reward from each state."""
+    if values.dim() == 1:
+        values = values[:, None]
+    returns = torch.as_tensor(returns, dtype=values.dtype)
+    targets = returns[:, None].expand_as(values) if returns.dim() == 1 else returns
+    mask = torch.ones_like(values) if mask is None else mask.to(values.dtype)
+    return 0.5 * masked_mean((values - targets.detach()) ** 2, mask)
+
+
+# -----------------------------------------------------------------------------
+# baselines that need no network
+
+class RunningMeanBaseline:
+    """b = an exponential moving average of past rewards: b <- decay * b + (1 - decay) * mean(rewards).
+
+    Use `value` for a batch BEFORE calling `update` with that batch's rewards, so the
+    baseline never depends on the samples it is subtracted from (that keeps it unbiased).
+    """
+
+    def __init__(self, decay: float = 0.9, initial: float = 0.0):
+        if not 0 <= decay < 1:
+            raise ValueError(f"decay must be in [0, 1), got {decay}")
+        self.decay, self.value, self.count = decay, torch.tensor(float(initial)), 0
+
+    def update(self, rewards) -> torch.Tensor:
+        """Fold in a batch's rewards ([B]; or [R, B] for R runs at once, giving R baselines)."""
+        batch_mean = torch.as_tensor(rewards, dtype=torch.float32).mean(dim=-1)
+        # the first batch replaces the initial guess instead of being averaged with it
+        self.value = batch_mean if self.count == 0 else self.decay * self.value + (1 - self.decay) * batch_mean
+        self.count += 1
+        return self.value
+
+
+def leave_one_out_baseline(rewards: torch.Tensor, group_size: int) -> torch.Tensor:
+    """b_i = mean reward of the OTHER samples of the same task (consecutive groups of group_size).
+
+    With several samples per task, the others' mean measures the task's difficulty
+    without looking at sample i itself, so the estimate stays unbiased (RLOO;
+    GRPO in chapter 10 is a close cousin).
+    """
+    rewards = torch.as_tensor(rewards)
+    if group_size < 2 or len(rewards) % group_size:
+        raise ValueError(f"need groups of at least 2 samples that divide the batch; got group_size={group_size} "
+                         f"for {len(rewards)} rewards")
+    groups = rewards.reshape(-1, group_size)
+    others = (groups.sum(dim=1, keepdim=True) - groups) / (group_size - 1)
+    return others.reshape(-1)
+
+
+# -----------------------------------------------------------------------------
+# how noisy is a gradient estimate?
+
+@dataclass
+class GradientStats:
+    mean: torch.Tensor      # [P] the average estimate: close to the true gradient when unbiased
+    variance: float         # E ||g - mean||^2: the sum over parameters of each one's variance
+    n: int                  # how many estimates were averaged
+
+    @property
+    def mean_norm(self) -> float:
+        return float(self.mean.norm())
+
+
+def flat_grad(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+    """The gradient of loss w.r.t. params, as one float64 vector (params without a gradient count as 0)."""
+    grads = torch.autograd.grad(loss, list(params), allow_unused=True)
+    return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).double() for p, g in zip(params, grads)])
+
+
+def grad_variance(loss_fn: Callable[[int], torch.Tensor], params: Sequence[torch.Tensor],
+                  repeats: int) -> GradientStats:
+    """Call loss_fn(r) for r = 0..repeats-1 (each a fresh batch), and measure the spread of their gradients.
+
+    Returns the mean gradient and the total variance sum_p Var(g_p), the expected
+    squared distance of one estimate from the mean. The true gradient is the mean
+    of infinitely many estimates; the variance says how far one batch's estimate
+    typically lands from it.
+    """
+    if repeats < 2:
+        raise ValueError(f"a variance needs at least 2 repeats, got {repeats}")
+    params = list(params)
+    total = total_sq = None
+    for r in range(repeats):
+        g = flat_grad(loss_fn(r), params)
+        total = g if total is None else total + g
+        total_sq = g * g if total_sq is None else total_sq + g * g
+    mean = total / repeats
+    variance = ((total_sq - repeats * mean * mean) / (repeats - 1)).clamp(min=0).sum()
+    return GradientStats(mean=mean, variance=float(variance), n=repeats)
+
+
+# -----------------------------------------------------------------------------
+# the GRU of chapter 4 as a policy in the environment of chapter 3
+
+def gru_policy(model, tokenizer, *, temperature: float = 1.0, greedy: bool = False,
+               generator: torch.Generator | None = None):
+    """A `course_lib.env.Policy` that samples each next token from the GRU.
+
+    It reads the prompts once (prefill) on the first step of a batch, then feeds
+    only the last written token (the GRU carries the rest in its hidden state), and
+    samples from the logits restricted to the environment's action mask (and never
+    <pad>/<bos>, like `models.generate`).
+    """
+    from course_lib.models import choose_next, next_token_mask
+
+    state: dict = {}
+    device = model.embed.weight.device
+
+    @torch.no_grad()
+    def policy(batch) -> np.ndarray:
+        if (batch.steps == 0).all():  # a new batch of episodes: read the prompts
+            model.eval()
+            prompts = [batch.tokens[i, :n].tolist() for i, n in enumerate(batch.lengths)]
+            logits, _, state["hidden"] = model.prefill(prompts)
+            state["mask"] = next_token_mask(model.config.vocab_size, tokenizer,
+                                            np.flatnonzero(batch.action_mask), device)
+        else:  # rows that are done repeat their last token; the environment ignores their action
+            last = torch.as_tensor(batch.tokens[np.arange(len(batch)), batch.lengths - 1], device=device)
+            logits, _, state["hidden"] = model.step(last, state["hidden"])
+        logits = logits.masked_fill(~state["mask"], float("-inf"))
+        return choose_next(logits, temperature=temperature, greedy=greedy, generator=generator).cpu().numpy()
+
+    return policy
+
+
+@dataclass
+class SequenceScores:
+    logprobs: torch.Tensor  # [B, T] log pi(a_t | s_t) of each written token (under the action mask)
+    values: torch.Tensor    # [B, T] the critic's V(s_t), the state just before writing token t
+    entropy: torch.Tensor   # [B, T] entropy of pi( . | s_t)
+    mask: torch.Tensor      # [B, T] 1.0 on written tokens (<eos> included), 0.0 on padding
+
+
+def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Sequence[Sequence[int]], *,
+                      allowed_ids=None) -> SequenceScores:
+    """Score written completions with the model, WITH gradient: one teacher-forced pass over <bos> prompt completion.
+
+    completions are token ids as written (e.g. `Episode.actions`, <eos> included).
+    allowed_ids must be the action mask the tokens were sampled under: the policy
+    that wrote them is softmax over the allowed ids only, so that is the pi whose
+    log-probabilities REINFORCE needs.
+
+    The logits at position p score the token at p + 1, so token t of the completion
+    is scored at position len(<bos> prompt) - 1 + t; every position after a row's
+    last token is padding and gets mask 0. (Seed 000's PPO read its log-probs and
+    values at padded positions until it was fixed; the mask is that fix.)
+    """
+    from course_lib.models import next_token_mask
+
+    device = model.embed.weight.device
+    prompt_ids = [tokenizer.encode(p, add_bos=True) for p in prompts]
+    rows = [p + list(c) for p, c in zip(prompt_ids, completions)]
+    width = max(len(r) for r in rows) - 1
+    inputs = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
+    for i, row in enumerate(rows):
+        inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
+    T = max(1, max(len(c) for c in completions))
+    # index [i, t] -> the position whose logits score completion token t of row i
+    starts = torch.tensor([len(p) - 1 for p in prompt_ids])
+    positions = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=width - 1)
+    lengths = torch.tensor([len(c) for c in completions])
+    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
+    actions = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    for i, c in enumerate(completions):
+        actions[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long)
+
+    logits, values, _ = model(inputs.to(device))
+    index = positions.to(device)
+    logits = logits.gather(1, index[:, :, None].expand(-1, -1, logits.size(-1)))  # [B, T, V]
+    values = values.gather(1, index)
+    allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
+    log_pi = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
+    logprobs = log_pi.gather(2, actions.to(device)[:, :, None]).squeeze(-1)
+    entropy = -(log_pi.exp() * log_pi.masked_fill(~allowed, 0.0)).sum(-1)
+    mask = mask.to(device)
+    logprobs = torch.where(mask > 0, logprobs, torch.zeros_like(logprobs))  # padding scores <pad>: -inf
+    return SequenceScores(logprobs=logprobs, values=values * mask, entropy=entropy * mask, mask=mask)
+
+
+# -----------------------------------------------------------------------------
+# REINFORCE on the code environment
+
+def train_reinforce(model, tokenizer, tasks, *, updates: int, samples_per_task: int, lr: float,
+                    baseline: str = "mean", vf_coef: float = 0.5, max_new_tokens: int = 160,
+                    alphabet=None, seed: int = 0, clip_norm: float = 1.0, reward_fn=None,
+                    progress: bool = True) -> list[dict]:
+    """REINFORCE (and, with baseline="value", its actor-critic form) on CodeGenEnv; returns one dict per update.
+
+    baseline: "none", "mean" (RunningMeanBaseline), "leave_one_out" (the other samples
+    of the same task), or "value" (the GRU's value head, trained alongside: a critic).
+    Each update samples samples_per_task episodes of every task with the current
+    policy, then takes ONE gradient step on them and throws them away. The model is
+    trained in place (copy it first to keep the original).
+    """
+    from tqdm.auto import tqdm
+
+    from course_lib.env import course_alphabet, fraction_passed, rollout_batch
+
+    if baseline not in BASELINES:
+        raise ValueError(f"unknown baseline {baseline!r}; choose one of {BASELINES}")
+    alphabet = course_alphabet(tokenizer) if alphabet is None else alphabet
+    reward_fn = fraction_passed if reward_fn is None else reward_fn
+    torch.manual_seed(seed)
+    generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)
+    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
+    running = RunningMeanBaseline()
+    history = []
+    for update in tqdm(range(updates), desc=f"REINFORCE ({baseline})", disable=not progress, unit="update"):
+        # 1. sample episodes with the current policy; the environment scores them
+        policy = gru_policy(model, tokenizer, generator=generator)
+        episodes = rollout_batch(policy, tasks, n=samples_per_task, seed=seed + 1000 * update, tokenizer=tokenizer,
+                                 max_new_tokens=max_new_tokens, alphabet=alphabet, reward_fn=reward_fn)
+        rewards = torch.tensor([e.reward for e in episodes])
+        # 2. log pi(a_t | s_t) of every written token, and the critic's V(s_t), with gradient
+        model.train()
+        scores = sequence_logprobs(model, tokenizer, [t.prompt for t in tasks for _ in range(samples_per_task)],
+                                   [e.actions for e in episodes], allowed_ids=alphabet)
+        # 3. the baseline: anything that does not depend on the sampled tokens themselves
+        if baseline == "none":
+            b = None
+        elif baseline == "mean":
+            b = torch.full_like(rewards, float(running.value))  # past batches only (0 before the first)
+            running.update(rewards)
+        elif baseline == "leave_one_out":
+            b = leave_one_out_baseline(rewards, samples_per_task)
+        else:
+            b = scores.values.detach()
+        # 4. the loss: policy gradient (+ critic regression), one step
+        loss = reinforce_loss(scores.logprobs, rewards, b, scores.mask)
+        critic_loss = value_loss(scores.values, rewards, scores.mask)
+        if baseline == "value":
+            loss = loss + vf_coef * critic_loss
+        optimizer.zero_grad()
+        loss.backward()
+        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm))
+        optimizer.step()
+        history.append({"update": update, "reward": float(rewards.mean()), "rewards": rewards.tolist(),
+                        "pass_rate": float(np.mean([e.all_passed for e in episodes])),
+                        "length": float(scores.mask.sum(1).mean()), "grad_norm": grad_norm,
+                        "entropy": float(masked_mean(scores.entropy.detach(), scores.mask)),
+                        "value_loss": float(critic_loss.detach())})
+    return history

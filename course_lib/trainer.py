@@ -1,0 +1,936 @@
+"""The PPO trainer: a GRU policy learns, by reinforcement, to write functions that pass tests (chapter 6).
+
+    python -m course_lib ppo --seed 0 --out runs/ppo/seed0        # pretrain, then PPO, then evaluate
+    python -m course_lib eval --checkpoint runs/ppo/seed0/policy.pt
+
+The maths lives in `course_lib.ppo` (GAE, the clipped loss, the diagnostics);
+this module is the loop around it. One *update* is, in the order of the maths:
+
+    1. ROLLOUT   sample B episodes of the tasks in lockstep with the action mask,
+                 recording each token's log-probability and the critic's value
+    2. REWARD    one sandbox batch scores every program; the reward sits on the last token
+    3. GAE       advantages and returns (bootstrapping only episodes cut by the length limit)
+    4. LEARN     a few epochs of minibatches of the clipped PPO loss, with gradient-norm
+                 clipping, a warm-up + cosine learning rate, and an early stop when the
+                 approximate KL to the rollout policy grows past `target_kl`
+    5. LOG       one line per update to metrics.jsonl: reward, pass rates, approx-KL,
+                 clip fraction, explained variance, entropy, ratio, losses, learning rate
+
+Which tasks are rolled out: `train` and `val` (val: its TESTS give the reward; its
+solutions are never read). `test` tasks are never rolled out; only the final
+evaluation sees them. Two optional teacher terms are added to the PPO loss
+(chapter 8 studies them): behaviour cloning on the TRAIN solutions (so RL does not
+make the policy forget what it knew) and self-imitation of the policy's OWN samples
+that passed every test (so a program found once by sampling is kept).
+
+Everything a run needs to continue is saved in ``OUT/train_state.pt``: a run stopped
+and resumed writes the same metrics as one that never stopped (CPU, same seed).
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import random
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Sequence
+
+import numpy as np
+import torch
+
+from course_lib.ppo import compute_gae, explained_variance, normalize_advantages, ppo_loss, warmup_cosine
+
+STATE_FILE = "train_state.pt"        # everything needed to resume
+POLICY_FILE = "policy.pt"            # the trained policy, a course checkpoint (load_checkpoint reads it)
+PRETRAINED_FILE = "pretrained.pt"    # the starting point, a course checkpoint
+METRICS_FILE = "metrics.jsonl"
+CONFIG_FILE = "config.json"
+EVAL_FILE = "eval.json"
+TIMING_KEYS = ("wall_s", "rollout_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
+
+
+class ConfigError(ValueError):
+    """A hyperparameter has a value the trainer cannot use. The message says which and why."""
+
+
+# =====================================================================================
+# Hyperparameters: every knob in one place, each with its one-line help
+# =====================================================================================
+
+def _opt(default, help: str, type=None, choices=None):
+    return field(default=default, metadata={"help": help, "type": type or builtins_type(default),
+                                            "choices": choices})
+
+
+def builtins_type(value):
+    return {bool: bool, int: int, float: float, str: str}.get(type(value), str)
+
+
+@dataclass
+class PPOConfig:
+    # --- the run -----------------------------------------------------------------
+    seed: int = _opt(0, "seeds torch, numpy and python's random: same seed, same run (on CPU)")
+    pretrained: str | None = _opt(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
+    tasks_dir: str | None = _opt(None, "folder of task TOML files; none: the course's tasks/", str)
+    rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
+    # --- pretraining (only when no --pretrained) ----------------------------------
+    hidden_dim: int = _opt(256, "GRU memory size (pretraining from scratch only)")
+    embed_dim: int = _opt(64, "size of each token's vector (pretraining from scratch only)")
+    pretrain_regime: str = _opt("memorise", "pretraining data, see course_lib.pretrain", choices=("memorise", "broad"))
+    pretrain_epochs: int = _opt(60, "passes over the pretraining data")
+    pretrain_lr: float = _opt(3e-3, "pretraining learning rate (cosine-decayed)")
+    pretrain_batch_size: int = _opt(8, "examples per pretraining batch")
+    # --- rollouts -------------------------------------------------------------------
+    updates: int = _opt(40, "number of PPO updates (rollout + learning) in the run")
+    episodes_per_update: int = _opt(64, "episodes sampled in lockstep per update (B)")
+    episodes_per_task: int = _opt(4, "episodes per drawn task (its prompt is read once for all of them)")
+    temperature: float = _opt(1.5, "sampling temperature of the rollout policy softmax(logits / T); > 1 explores more")
+    max_new_tokens: int = _opt(160, "an episode is truncated after this many tokens without <eos>")
+    unsolved_weight: float = _opt(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
+    min_task_weight: float = _opt(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
+    sandbox_timeout: float = _opt(2.0, "seconds one program may run in the sandbox")
+    # --- GAE ------------------------------------------------------------------------
+    gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
+    gae_lambda: float = _opt(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
+    bootstrap_truncated: bool = _opt(True, "add gamma * V(next state) after an episode cut by max_new_tokens")
+    # --- the PPO loss ----------------------------------------------------------------
+    clip_eps: float = _opt(0.2, "policy clipping: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps]")
+    value_clip_eps: float | None = _opt(0.2, "value clipping around the rollout's values; none: unclipped", float)
+    vf_coef: float = _opt(0.5, "weight of the value loss")
+    ent_coef: float = _opt(0.0, "weight of the entropy bonus (more: more exploration)")
+    norm_adv: bool = _opt(True, "normalise advantages to zero mean, unit variance per update")
+    kl_coef: float = _opt(0.0, "weight of KL(policy || frozen pretrained policy); 0: off")
+    # --- optimisation ---------------------------------------------------------------
+    epochs: int = _opt(4, "passes over each update's episodes")
+    minibatch_size: int = _opt(32, "episodes per gradient step")
+    lr: float = _opt(1e-3, "peak learning rate (Adam)")
+    warmup_updates: int = _opt(3, "updates of linear learning-rate warm-up")
+    min_lr_ratio: float = _opt(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
+    max_grad_norm: float = _opt(1.0, "global gradient-norm clipping")
+    target_kl: float | None = _opt(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float)
+    # --- teacher terms (chapter 8) -----------------------------------------------------
+    bc_coef: float = _opt(0.5, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
+    sil_coef: float = _opt(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
+    teacher_batch_size: int = _opt(16, "examples per gradient step for the two terms above")
+    sil_per_task: int = _opt(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
+    # --- logging and saving --------------------------------------------------------------
+    eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")
+    save_every: int = _opt(10, "write train_state.pt every this many updates (and at the end)")
+
+    # -- helpers ------------------------------------------------------------------------
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "the config") -> "PPOConfig":
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+        values = {}
+        for name, value in data.items():
+            values[name] = _coerce(known[name], value, where)
+        config = cls(**values)
+        config.validate()
+        return config
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path) -> "PPOConfig":
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path}: expected a JSON object of settings")
+        return cls.from_dict(data, where=str(path))
+
+    def replace(self, **changes) -> "PPOConfig":
+        config = dataclasses.replace(self, **changes)
+        config.validate()
+        return config
+
+    @property
+    def splits(self) -> tuple[str, ...]:
+        return tuple(s.strip() for s in self.rl_splits.split(",") if s.strip())
+
+    def validate(self) -> None:
+        def need(ok, msg):
+            if not ok:
+                raise ConfigError(msg)
+        splits = self.splits
+        need(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
+        need(set(splits) <= {"train", "val"},
+             f"rl_splits={self.rl_splits!r}: only 'train' and 'val' may give reward; 'test' tasks are never "
+             "trained on (they measure generalisation)" if "test" in splits else
+             f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
+        for name in ("updates", "episodes_per_update", "epochs", "minibatch_size", "max_new_tokens",
+                     "hidden_dim", "embed_dim", "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
+                     "sil_per_task", "episodes_per_task"):
+            need(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
+            need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
+                     "min_task_weight", "warmup_updates", "eval_every"):
+            need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
+        need(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        need(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
+        need(self.minibatch_size <= self.episodes_per_update,
+             f"minibatch_size ({self.minibatch_size}) cannot exceed episodes_per_update ({self.episodes_per_update})")
+        need(self.episodes_per_update % self.episodes_per_task == 0,
+             f"episodes_per_update ({self.episodes_per_update}) must be a multiple of episodes_per_task "
+             f"({self.episodes_per_task})")
+        need(self.value_clip_eps is None or self.value_clip_eps > 0, "value_clip_eps must be positive or none")
+        need(self.target_kl is None or self.target_kl > 0, "target_kl must be positive or none")
+        need(self.save_every >= 1, f"save_every must be at least 1, got {self.save_every}")
+        need(self.pretrain_regime in ("memorise", "broad"),
+             f"pretrain_regime must be 'memorise' or 'broad', got {self.pretrain_regime!r}")
+
+
+def _coerce(f: dataclasses.Field, value, where: str):
+    """A JSON or command-line value to the field's type, or a ConfigError that names the field."""
+    typ = f.metadata["type"]
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if f.default is None or f.name in ("value_clip_eps", "target_kl"):
+            return None
+        raise ConfigError(f"{where}: {f.name} cannot be none")
+    try:
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+                return value.lower() in ("true", "yes", "1")
+            raise ValueError
+        if typ is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        if typ in (int, float) and isinstance(value, bool):
+            raise ValueError
+        return typ(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {f.name} expects {typ.__name__}, got {value!r}") from None
+
+
+# =====================================================================================
+# Which tasks are rolled out: a sampler that leans towards the tasks not yet solved
+# =====================================================================================
+
+class TaskSampler:
+    """Draws the tasks of each update's episodes, weighting each task by how often it still fails.
+
+    weight(task) = max(min_weight, 1 - unsolved_weight * recent pass rate), where the
+    recent pass rate is an exponential moving average of its rollouts' all-tests-passed.
+    Its state (random generator and pass rates) is saved with the run, so a resumed
+    run draws the same tasks. `drawn` records every task id it ever returned.
+    """
+
+    def __init__(self, tasks, *, seed: int, unsolved_weight: float, min_weight: float, ema: float = 0.7):
+        self.tasks = list(tasks)
+        if any(t.split == "test" for t in self.tasks):
+            raise ValueError("the task sampler refuses test tasks: they are never trained on")
+        self.rng = np.random.default_rng(seed)
+        self.unsolved_weight, self.min_weight, self.ema = unsolved_weight, min_weight, ema
+        self.pass_rate = {t.id: 0.0 for t in self.tasks}
+        self.drawn: list[str] = []
+
+    def weights(self) -> np.ndarray:
+        w = np.array([1 - self.unsolved_weight * self.pass_rate[t.id] for t in self.tasks])
+        w = np.maximum(w, self.min_weight)
+        return w / w.sum()
+
+    def draw(self, n_tasks: int, per_task: int = 1):
+        """n_tasks distinct tasks (weighted, without replacement), each repeated per_task times."""
+        picks = self.rng.choice(len(self.tasks), size=min(n_tasks, len(self.tasks)), replace=False,
+                                p=self.weights())
+        tasks = [self.tasks[i] for i in sorted(picks) for _ in range(per_task)]
+        self.drawn += [t.id for t in tasks]
+        return tasks
+
+    def observe(self, episodes) -> None:
+        by_task: dict[str, list[bool]] = {}
+        for e in episodes:
+            by_task.setdefault(e.task_id, []).append(e.all_passed)
+        for task_id, passed in by_task.items():
+            self.pass_rate[task_id] = self.ema * self.pass_rate[task_id] + (1 - self.ema) * float(np.mean(passed))
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.bit_generator.state, "pass_rate": dict(self.pass_rate)}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.rng.bit_generator.state = state["rng"]
+        self.pass_rate = dict(state["pass_rate"])
+
+
+# =====================================================================================
+# 1-2. ROLLOUT and REWARD: B episodes in lockstep, one sandbox batch at the end
+# =====================================================================================
+
+@dataclass
+class Rollout:
+    """One update's episodes. Episodes of the same task share one prompt (read once), and the
+    generated ids are padded to [B, T] (T = the longest episode's number of tokens)."""
+    tasks: list
+    episodes: list             # course_lib.env.Episode, one per row, scored by the sandbox
+    prompts: list              # the distinct prompts, as id lists starting with <bos>
+    prompt_index: torch.Tensor  # [B] which prompt each episode continues
+    actions: torch.Tensor      # [B, T] generated ids (padding: <pad>)
+    logprobs: torch.Tensor     # [B, T] log pi_old(action) under the tempered, masked rollout policy
+    values: torch.Tensor       # [B, T] the critic's V(s_t) at rollout time
+    mask: torch.Tensor         # [B, T] 1 on real steps, 0 on padding
+    rewards: torch.Tensor      # [B, T] 0 everywhere except each episode's last step
+    bootstrap: torch.Tensor    # [B] V(state after the last step) for truncated episodes, else 0
+
+
+def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The rollout policy's logits: ids outside the action mask get -inf, then divided by T."""
+    return logits.masked_fill(~allowed, float("-inf")) / temperature
+
+
+def distinct_prompts(tasks, tokenizer):
+    """The distinct prompts of tasks (as <bos> + ids) and, for each task, the index of its prompt."""
+    order = list(dict.fromkeys(t.prompt for t in tasks))
+    where = {p: i for i, p in enumerate(order)}
+    return ([tokenizer.encode(p, add_bos=True) for p in order],
+            torch.tensor([where[t.prompt] for t in tasks], dtype=torch.long))
+
+
+@torch.no_grad()
+def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperature: float,
+                    max_new_tokens: int, generator: torch.Generator, reward_fn=None,
+                    timeout: float = 2.0, bootstrap_truncated: bool = True) -> Rollout:
+    """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call."""
+    from course_lib.env import BatchedCodeGen, fraction_passed
+
+    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
+                         alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
+    model.eval()
+    B = len(tasks)
+    obs = env.reset(tasks)
+    prompts, prompt_index = distinct_prompts(tasks, tokenizer)
+    logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
+    logits, values, hidden = logits[prompt_index], values[prompt_index], hidden[:, prompt_index].contiguous()
+    actions, logprobs, step_values, live = [], [], [], []
+    for _ in range(max_new_tokens):
+        running = torch.as_tensor(~obs.done)
+        dist_logits = masked_logits(logits, allowed, temperature)
+        action = torch.multinomial(torch.softmax(dist_logits, -1), 1, generator=generator).squeeze(-1)
+        logprobs.append(torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1))
+        actions.append(action)
+        step_values.append(values)
+        live.append(running)
+        obs = env.step(action.numpy())
+        if obs.done.all():
+            break
+        logits, values, hidden = model.step(action, hidden)
+    episodes = env.results()  # the sandbox runs every program here, in one batch
+
+    mask = torch.stack(live, 1).float()
+    T = mask.shape[1]
+    lengths = mask.sum(1).long()
+    rewards = torch.zeros(B, T)
+    rewards[torch.arange(B), lengths - 1] = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    truncated = torch.tensor([e.truncated for e in episodes])
+    bootstrap = torch.zeros(B)
+    if bootstrap_truncated and truncated.any():  # V(state after the cut): one more step of the critic
+        _, next_values, _ = model.step(actions[-1], hidden)
+        bootstrap = torch.where(truncated, next_values, bootstrap)
+    real = mask.bool()
+    return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
+                   actions=torch.where(real, torch.stack(actions, 1), tokenizer.pad_id),
+                   logprobs=torch.where(real, torch.stack(logprobs, 1), 0.0),
+                   values=torch.where(real, torch.stack(step_values, 1), 0.0),
+                   mask=mask, rewards=rewards, bootstrap=bootstrap)
+
+
+def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, temperature):
+    """Re-read the episodes with the current weights: log pi(a_t), entropy H_t and V(s_t), each [B, T].
+
+    Each distinct prompt is read once (`prefill`); its final state starts the GRU over
+    that prompt's episodes. The state before generated token t is the prompt's for
+    t = 0 and the output after token t - 1 otherwise. Gradients flow through both.
+    """
+    first_logits, first_values, hidden = model.prefill(prompts)
+    logits, values = first_logits[prompt_index, None], first_values[prompt_index, None]
+    if actions.shape[1] > 1:
+        rest_logits, rest_values, _ = model(actions[:, :-1], hidden[:, prompt_index].contiguous())
+        logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
+    real = mask.bool()
+    actions = torch.where(real, actions, allowed.nonzero()[0])  # padding: any allowed id, so no -inf is picked
+    log_p = torch.log_softmax(masked_logits(logits, allowed, temperature), -1)
+    new_logprobs = log_p.gather(-1, actions[..., None]).squeeze(-1)
+    entropy = -(log_p.exp() * log_p.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
+    zero = torch.zeros(())
+    return torch.where(real, new_logprobs, zero), torch.where(real, entropy, zero), torch.where(real, values, zero)
+
+
+def minibatch(ro: Rollout, rows: torch.Tensor):
+    """The rows' distinct prompts, their prompt index into those, and the slice of length T they need."""
+    used = sorted(set(ro.prompt_index[rows].tolist()))
+    remap = {old: new for new, old in enumerate(used)}
+    T = int(ro.mask[rows].sum(1).max())
+    return ([ro.prompts[i] for i in used], torch.tensor([remap[i] for i in ro.prompt_index[rows].tolist()]), T)
+
+
+# =====================================================================================
+# The teacher terms: behaviour cloning on train solutions, self-imitation of own passes
+# =====================================================================================
+
+class PassingPrograms:
+    """The policy's own programs that passed every test, at most `per_task` per task (the shortest)."""
+
+    def __init__(self, per_task: int):
+        self.per_task = per_task
+        self.programs: dict[str, list[str]] = {}
+
+    def add(self, task, completion: str) -> bool:
+        kept = self.programs.setdefault(task.id, [])
+        if completion in kept:
+            return False
+        kept.append(completion)
+        kept.sort(key=lambda c: (len(c), c))
+        del kept[self.per_task:]
+        return completion in kept
+
+    def examples(self, tasks_by_id) -> list:
+        from course_lib.pretrain import Example
+        return [Example(tasks_by_id[task_id].prompt, c, f"self:{task_id}")
+                for task_id in sorted(self.programs) for c in self.programs[task_id]]
+
+    def __len__(self) -> int:
+        return len(self.programs)
+
+
+def teacher_losses(model, tokenizer, bc_examples, sil_examples, rng: np.random.Generator, batch_size: int):
+    """Cross-entropy by teacher forcing (chapter 4) on a random batch of each list, in ONE forward pass.
+
+    Returns (bc_loss, sil_loss): the mean loss per target token of each group, None for an empty list.
+    """
+    from course_lib.pretrain import IGNORE_INDEX, make_batch
+
+    groups = [[examples[i] for i in sorted(rng.choice(len(examples), size=min(batch_size, len(examples)),
+                                                       replace=False))] if examples else []
+              for examples in (bc_examples, sil_examples)]
+    if not groups[0] and not groups[1]:
+        return None, None
+    inputs, targets, loss_mask = make_batch(tokenizer, groups[0] + groups[1])
+    logits, _, _ = model(inputs)
+    per_token = torch.nn.functional.cross_entropy(
+        logits.transpose(1, 2), targets.masked_fill(~loss_mask, IGNORE_INDEX), ignore_index=IGNORE_INDEX,
+        reduction="none")                                     # [N, T], 0 where ignored
+    out, start = [], 0
+    for group in groups:
+        rows = slice(start, start + len(group))
+        out.append(per_token[rows].sum() / loss_mask[rows].sum() if group else None)
+        start += len(group)
+    return tuple(out)
+
+
+# =====================================================================================
+# Evaluation: greedy pass rates per split and novelty
+# =====================================================================================
+
+def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
+                    timeout: float = 2.0) -> dict:
+    """Greedy decoding on every task; the pass rate of each split (and near/far), and each task's result."""
+    from course_lib.models import generate
+    from course_lib.sandbox import run_tests_batch
+
+    tasks = list(tasks)
+    completions = generate(model, tokenizer, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
+                           greedy=True, allowed_ids=allowed_ids)
+    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
+    per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
+                 "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
+                 "completion": c} for t, c, r in zip(tasks, completions, reports)]
+    out = {}
+    for split in ("train", "val", "test"):
+        for novelty in (None, "near", "far"):
+            rows = [r for r in per_task if r["split"] == split and (novelty is None or r["novelty"] == novelty)]
+            if rows:
+                key = f"{split}_pass_rate" if novelty is None else f"{split}_{novelty}_pass_rate"
+                out[key] = round(sum(r["passed"] for r in rows) / len(rows), 4)
+    out["per_task"] = per_task
+    return out
+
+
+# =====================================================================================
+# The trainer
+# =====================================================================================
+
+class PPOTrainer:
+    """Holds the policy, optimiser, sampler and logs of one run; `train()` runs the updates.
+
+    out_dir: where config.json, metrics.jsonl, train_state.pt, policy.pt and eval.json go
+    (None: nothing is written; metrics stay in `self.metrics`).
+    """
+
+    def __init__(self, config: PPOConfig, out_dir=None, *, model=None, tokenizer=None, tasks=None,
+                 progress: bool = True, log=print):
+        from course_lib.env import action_alphabet
+        from course_lib.pretrain import pretraining_texts
+        from course_lib.tasks import load_tasks
+        from course_lib.tokenizers import course_tokenizer
+
+        config.validate()
+        self.config, self.progress, self.log = config, progress, log
+        self.out = Path(out_dir) if out_dir is not None else None
+        self.started = time.perf_counter()
+        self.wall_offset = 0.0  # seconds spent before a resume
+        random.seed(config.seed)
+        np.random.seed(config.seed)
+        torch.manual_seed(config.seed)
+
+        self.tasks = list(tasks) if tasks is not None else load_tasks(tasks_dir=config.tasks_dir)
+        self.tasks_by_id = {t.id: t for t in self.tasks}
+        self.rl_tasks = [t for t in self.tasks if t.split in config.splits]
+        if not self.rl_tasks:
+            raise ConfigError(f"no tasks of splits {config.splits} to roll out")
+        self.tokenizer = tokenizer if tokenizer is not None else course_tokenizer()
+        self.alphabet = action_alphabet(self.tasks, self.tokenizer)
+        self.allowed = torch.zeros(len(self.tokenizer), dtype=torch.bool)
+        self.allowed[torch.as_tensor(self.alphabet)] = True
+
+        # The starting policy: given, loaded, or pretrained here (chapter 4).
+        self.pretrain_seconds = 0.0
+        if model is None:
+            model = self._starting_policy()
+        self.model = model
+        self.reference = None
+        if config.kl_coef > 0:  # a frozen copy of the start, for KL(pi || pi_ref)
+            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+
+        # BC examples come from TRAIN tasks only (task_examples refuses any other split).
+        self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
+                            if config.bc_coef > 0 else [])
+        self.passing = PassingPrograms(config.sil_per_task)
+        self.sampler = TaskSampler(self.rl_tasks, seed=config.seed, unsolved_weight=config.unsolved_weight,
+                                   min_weight=config.min_task_weight)
+        self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        self.sample_generator = torch.Generator().manual_seed(config.seed)
+        self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches
+        self.update = 0
+        self.metrics: list[dict] = []
+        self.baseline: dict | None = None
+
+    # -- setup ----------------------------------------------------------------------
+    def _starting_policy(self):
+        from course_lib.checkpoints import load_checkpoint, save_checkpoint
+        from course_lib.models import GRUConfig, GRUPolicy
+        from course_lib.pretrain import pretrain, pretraining_texts
+
+        c = self.config
+        if c.pretrained:
+            if not Path(c.pretrained).exists():
+                raise ConfigError(f"pretrained checkpoint {c.pretrained} does not exist; omit --pretrained "
+                                  "to pretrain from scratch, or run chapter 4's notebook to create it")
+            model, _, _ = load_checkpoint(c.pretrained, tokenizer=self.tokenizer)
+            return model
+        start = time.perf_counter()
+        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim, hidden_dim=c.hidden_dim))
+        examples = pretraining_texts(c.pretrain_regime, tasks=self.tasks, tokenizer=self.tokenizer)
+        pretrain(model, self.tokenizer, examples, epochs=c.pretrain_epochs, lr=c.pretrain_lr,
+                 batch_size=c.pretrain_batch_size, seed=c.seed, progress=self.progress)
+        self.pretrain_seconds = time.perf_counter() - start
+        if self.out is not None:
+            save_checkpoint(self.out / PRETRAINED_FILE, model, self.tokenizer,
+                            extra={"alphabet": self.alphabet.tolist(), "pretrain_seconds": self.pretrain_seconds,
+                                   "config": c.to_dict()})
+        return model
+
+    def wall(self) -> float:
+        return self.wall_offset + time.perf_counter() - self.started
+
+    # -- one update, in the order of the maths ----------------------------------------------
+    def step(self) -> dict:
+        c = self.config
+        stats: dict = {"update": self.update}
+        lr = c.lr * warmup_cosine(self.update, c.updates, c.warmup_updates, c.min_lr_ratio)
+        for group in self.optimizer.param_groups:
+            group["lr"] = lr
+
+        # 1-2. ROLLOUT and REWARD
+        t0 = time.perf_counter()
+        tasks = self.sampler.draw(c.episodes_per_update // c.episodes_per_task, c.episodes_per_task)
+        ro = collect_rollout(self.model, self.tokenizer, tasks, allowed=self.allowed, temperature=c.temperature,
+                             max_new_tokens=c.max_new_tokens, generator=self.sample_generator,
+                             timeout=c.sandbox_timeout, bootstrap_truncated=c.bootstrap_truncated)
+        self.sampler.observe(ro.episodes)
+        new_programs = sum(self.passing.add(self.tasks_by_id[e.task_id], e.completion)
+                           for e in ro.episodes if e.all_passed and self.tasks_by_id[e.task_id].split != "train")
+        rollout_s = time.perf_counter() - t0
+
+        # 3. GAE: advantages and returns; then normalise the advantages
+        advantages, returns = compute_gae(ro.rewards, ro.values, ro.mask, gamma=c.gamma, lam=c.gae_lambda,
+                                          bootstrap_values=ro.bootstrap)
+        stats["explained_variance"] = explained_variance(ro.values, returns, ro.mask)  # the critic, before learning
+        if c.norm_adv:
+            advantages = normalize_advantages(advantages, ro.mask)
+
+        # 4. LEARN: epochs of minibatches of the clipped loss, stopped early if approx-KL runs away
+        t1 = time.perf_counter()
+        self.model.train()
+        sil_examples = self.passing.examples(self.tasks_by_id) if c.sil_coef > 0 else []
+        B = len(tasks)
+        logs, early_stop = [], False
+        for epoch in range(c.epochs):
+            order = self.rng.permutation(B)
+            for start in range(0, B, c.minibatch_size):
+                rows = torch.as_tensor(np.sort(order[start:start + c.minibatch_size]))
+                prompts, prompt_index, T = minibatch(ro, rows)
+                mb_mask = ro.mask[rows, :T]
+                new_logprobs, entropy, new_values = evaluate_actions(
+                    self.model, prompts, prompt_index, ro.actions[rows, :T], mb_mask,
+                    allowed=self.allowed, temperature=c.temperature)
+                ref_logprobs = None
+                if self.reference is not None:
+                    with torch.no_grad():
+                        ref_logprobs, _, _ = evaluate_actions(
+                            self.reference, prompts, prompt_index, ro.actions[rows, :T], mb_mask,
+                            allowed=self.allowed, temperature=c.temperature)
+                loss, mb = ppo_loss(new_logprobs, ro.logprobs[rows, :T], advantages[rows, :T], mb_mask,
+                                    clip_eps=c.clip_eps, new_values=new_values, old_values=ro.values[rows, :T],
+                                    returns=returns[rows, :T], value_clip_eps=c.value_clip_eps, entropy=entropy,
+                                    vf_coef=c.vf_coef, ent_coef=c.ent_coef, ref_logprobs=ref_logprobs,
+                                    kl_coef=c.kl_coef)
+                # The teacher terms: train solutions (BC) and the policy's own passing programs (SIL).
+                if c.bc_coef > 0 or (c.sil_coef > 0 and sil_examples):
+                    bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,
+                                             self.rng, c.teacher_batch_size)
+                    if bc is not None:
+                        loss = loss + c.bc_coef * bc
+                        mb["bc_loss"] = bc.item()
+                    if sil is not None:
+                        loss = loss + c.sil_coef * sil
+                        mb["sil_loss"] = sil.item()
+                self.optimizer.zero_grad()
+                loss.backward()
+                mb["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm).item()
+                self.optimizer.step()
+                logs.append(mb)
+                if c.target_kl is not None and mb["approx_kl"] > c.target_kl:
+                    early_stop = True  # the policy moved too far from the one that collected the data
+                    break
+            if early_stop:
+                break
+        learn_s = time.perf_counter() - t1
+
+        # 5. LOG: what the rollout showed, and the mean of each minibatch diagnostic
+        self.update += 1
+        episodes = ro.episodes
+        for key in sorted({k for mb in logs for k in mb}):
+            values = [mb[key] for mb in logs if key in mb]
+            stats[key] = float(np.mean(values))
+        stats.update({
+            "lr": lr, "epochs_done": epoch + (0 if early_stop else 1), "minibatches": len(logs),
+            "early_stop": early_stop,
+            "reward_mean": float(np.mean([e.reward for e in episodes])),
+            "pass_rate_sampled": float(np.mean([e.all_passed for e in episodes])),
+            "truncated_frac": float(np.mean([e.truncated for e in episodes])),
+            "length_mean": float(ro.mask.sum(1).mean()),
+            "episodes": len(episodes), "new_passing_programs": new_programs,
+            "val_tasks_found": sum(1 for t in self.rl_tasks if t.split == "val" and t.id in self.passing.programs),
+        })
+        for split in self.config.splits:
+            rows = [e for e, t in zip(episodes, tasks) if t.split == split]
+            stats[f"{split}_pass_rate_sampled"] = float(np.mean([e.all_passed for e in rows])) if rows else None
+            stats[f"{split}_episodes"] = len(rows)
+        if c.eval_every and (self.update % c.eval_every == 0 or self.update == c.updates):
+            greedy = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
+                                     max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+            for split in self.config.splits:
+                stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
+        stats.update({"rollout_s": rollout_s, "learn_s": learn_s,
+                      "tokens_per_s": float(ro.mask.sum()) / max(rollout_s, 1e-9), "wall_s": self.wall()})
+        stats = {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+                 for k, v in stats.items()}
+        return stats
+
+    # -- the run ---------------------------------------------------------------------------
+    def train(self, stop_after: int | None = None) -> list[dict]:
+        """Run the remaining updates (all of them, or until `stop_after` updates are done)."""
+        from tqdm.auto import tqdm
+
+        c = self.config
+        if self.out is not None:
+            self.out.mkdir(parents=True, exist_ok=True)
+            c.save(self.out / CONFIG_FILE)
+        if self.baseline is None:  # the pretrained start, measured once (train and val only here)
+            self.baseline = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
+                                            max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+        last = c.updates if stop_after is None else min(c.updates, stop_after)
+        bar = tqdm(total=c.updates, initial=self.update, desc="PPO updates", unit="update", disable=not self.progress)
+        try:
+            while self.update < last:
+                stats = self.step()
+                self.metrics.append(stats)
+                self._write_metrics(stats)
+                bar.set_postfix(reward=f"{stats['reward_mean']:.2f}", kl=f"{stats.get('approx_kl', 0):.3f}",
+                                found=stats["val_tasks_found"])
+                bar.update(1)
+                if self.out is not None and (self.update % c.save_every == 0 or self.update == last):
+                    self.save_state()
+        finally:
+            bar.close()
+        return self.metrics
+
+    # -- files -----------------------------------------------------------------------------
+    def _write_metrics(self, stats: dict) -> None:
+        if self.out is not None:
+            with open(self.out / METRICS_FILE, "a") as f:
+                f.write(json.dumps(stats) + "\n")
+
+    def save_state(self) -> None:
+        """Everything the next update depends on: weights, Adam's moments, every random generator, the sampler,
+        the passing programs, the baseline. (The learning-rate schedule is a function of `update`: nothing to save.)"""
+        state = {
+            "update": self.update, "config": self.config.to_dict(),
+            "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
+            "sample_generator": self.sample_generator.get_state(),
+            "rng": self.rng.bit_generator.state, "sampler": self.sampler.state_dict(),
+            "torch_rng": torch.get_rng_state(), "numpy_rng": _np_global_state(), "python_rng": random.getstate(),
+            "passing": self.passing.programs, "baseline": self.baseline, "wall_s": self.wall(),
+            "pretrain_seconds": self.pretrain_seconds,
+        }
+        tmp = self.out / (STATE_FILE + ".tmp")
+        torch.save(state, tmp)
+        tmp.replace(self.out / STATE_FILE)  # atomic: a crash mid-write leaves the previous state
+
+    def load_state(self, path) -> None:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: includes RNG tuples
+        saved = PPOConfig.from_dict(state["config"])
+        if saved != self.config:
+            diff = {k: (v, getattr(self.config, k)) for k, v in saved.to_dict().items() if getattr(self.config, k) != v}
+            raise ConfigError(f"{path} was written by a run with other settings: "
+                              + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
+                              + ". Resume with the same settings (drop the changed options), or start a new --out.")
+        self.update = state["update"]
+        self.model.load_state_dict(state["model"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.sample_generator.set_state(state["sample_generator"])
+        self.rng.bit_generator.state = state["rng"]
+        self.sampler.load_state_dict(state["sampler"])
+        torch.set_rng_state(state["torch_rng"])
+        np.random.set_state(state["numpy_rng"])
+        random.setstate(state["python_rng"])
+        self.passing.programs = {k: list(v) for k, v in state["passing"].items()}
+        self.baseline = state["baseline"]
+        self.wall_offset = state["wall_s"] - (time.perf_counter() - self.started)
+        self.pretrain_seconds = state["pretrain_seconds"]
+        if self.out is not None and (self.out / METRICS_FILE).exists():  # drop lines written after the save
+            lines = (self.out / METRICS_FILE).read_text().splitlines()
+            kept = [line for line in lines if json.loads(line)["update"] < self.update]
+            (self.out / METRICS_FILE).write_text("".join(line + "\n" for line in kept))
+            self.metrics = [json.loads(line) for line in kept]
+
+    def save_policy(self, path=None) -> Path:
+        from course_lib.checkpoints import save_checkpoint
+
+        path = Path(path) if path is not None else self.out / POLICY_FILE
+        save_checkpoint(path, self.model, self.tokenizer,
+                        extra={"alphabet": self.alphabet.tolist(), "max_new_tokens": self.config.max_new_tokens,
+                               "updates": self.update, "config": self.config.to_dict()})
+        return path
+
+    def evaluate(self) -> dict:
+        """Greedy pass rates of the trained policy and of the pretrained start, on every split."""
+        c = self.config
+        result = evaluate_policy(self.model, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
+                                 max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+        start = self._start_model()
+        baseline = evaluate_policy(start, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
+                                   max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+        return {**{k: v for k, v in result.items() if k != "per_task"},
+                "updates": self.update, "seed": c.seed,
+                "pretrain_seconds": round(self.pretrain_seconds, 1), "wall_seconds": round(self.wall(), 1),
+                "baseline": baseline, "per_task": result["per_task"]}
+
+    def _start_model(self):
+        from course_lib.checkpoints import load_checkpoint
+
+        if self.config.pretrained:
+            return load_checkpoint(self.config.pretrained, tokenizer=self.tokenizer)[0]
+        if self.out is not None and (self.out / PRETRAINED_FILE).exists():
+            return load_checkpoint(self.out / PRETRAINED_FILE, tokenizer=self.tokenizer)[0]
+        raise ConfigError("the pretrained start is not available (no --pretrained and no out dir)")
+
+
+def _np_global_state():
+    return np.random.get_state()
+
+
+# =====================================================================================
+# The whole command: pretrain (or load), PPO, evaluate
+# =====================================================================================
+
+def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | None = None,
+        progress: bool = True, log=print) -> dict | None:
+    """`python -m course_lib ppo`: train into out_dir and write eval.json; returns eval.json's content.
+
+    resume: continue from out_dir/train_state.pt (same settings required).
+    stop_after: stop (with the state saved) once this many updates are done, as if interrupted.
+    Returns None when stopped before the last update.
+    """
+    out = Path(out_dir)
+    state_path = out / STATE_FILE
+    if resume:
+        if not state_path.exists():
+            raise ConfigError(f"--resume: {state_path} does not exist; nothing to resume (drop --resume to start)")
+        from course_lib.checkpoints import load_checkpoint
+        from course_lib.tokenizers import course_tokenizer
+        tokenizer = course_tokenizer()
+        start = config.pretrained or out / PRETRAINED_FILE
+        model, _, _ = load_checkpoint(start, tokenizer=tokenizer)
+        trainer = PPOTrainer(config, out, model=model, tokenizer=tokenizer, progress=progress, log=log)
+        trainer.load_state(state_path)  # refuses, listing the differences, if the settings changed
+    else:
+        if (out / METRICS_FILE).exists() or state_path.exists():
+            raise ConfigError(f"{out} already holds a run (metrics.jsonl or train_state.pt); pass --resume to "
+                              "continue it, or choose another --out")
+        out.mkdir(parents=True, exist_ok=True)
+        trainer = PPOTrainer(config, out, progress=progress, log=log)
+    trainer.train(stop_after=stop_after)
+    if trainer.update < config.updates:
+        log(f"stopped after {trainer.update} of {config.updates} updates; continue with --resume")
+        return None
+    trainer.save_policy()
+    result = trainer.evaluate()
+    (out / EVAL_FILE).write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None) -> dict:
+    """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
+    or on the tasks of another folder (the checkpoint's vocabulary must cover their prompts)."""
+    from course_lib.checkpoints import load_checkpoint
+    from course_lib.env import action_alphabet
+    from course_lib.tasks import load_tasks
+    from course_lib.tokenizers import UnknownCharacterError
+
+    model, tokenizer, extra = load_checkpoint(path)
+    tasks = load_tasks(tasks_dir=tasks_dir)
+    for t in tasks:
+        try:
+            tokenizer.encode(t.prompt)
+        except UnknownCharacterError as e:
+            from course_lib.checkpoints import CheckpointMismatchError
+            raise CheckpointMismatchError(f"{path} cannot read task {t.id!r} ({t.source}): {e}") from None
+    alphabet = extra.get("alphabet")
+    if alphabet is None:  # a chapter-4 checkpoint: the course's alphabet
+        alphabet = action_alphabet(load_tasks("train"), tokenizer).tolist()
+    max_new = max_new_tokens or extra.get("max_new_tokens", 160)
+    result = evaluate_policy(model, tokenizer, tasks, allowed_ids=alphabet, max_new_tokens=max_new)
+    return {"checkpoint": str(path), "tasks_dir": str(tasks_dir) if tasks_dir else None, **result}
+
+
+def read_metrics(path) -> list[dict]:
+    """The lines of a metrics.jsonl (a run folder or the file itself)."""
+    path = Path(path)
+    if path.is_dir():
+        path = path / METRICS_FILE
+    return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
+
+
+# =====================================================================================
+# Command line (python -m course_lib ppo / eval)
+# =====================================================================================
+
+def add_arguments(parser) -> None:
+    """Every PPOConfig field as an option (--ent-coef 0.01), plus --config FILE, --out, --resume."""
+    import argparse
+
+    parser.add_argument("--out", required=True, help="folder for config.json, metrics.jsonl, checkpoints, eval.json")
+    parser.add_argument("--config", metavar="FILE", help="JSON file of settings; options given here override it")
+    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its train_state.pt")
+    parser.add_argument("--stop-after", type=int, metavar="N", help="stop after N updates (state saved), as if interrupted")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    group = parser.add_argument_group("hyperparameters (defaults in brackets)")
+    for f in dataclasses.fields(PPOConfig):
+        flag = "--" + f.name.replace("_", "-")
+        help_text = f"{f.metadata['help']} [{f.default}]"
+        if f.metadata["type"] is bool:
+            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
+        else:
+            group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.metadata["type"].__name__.upper(),
+                               choices=f.metadata["choices"], help=help_text, type=_cli_type(f))
+    parser.set_defaults(func=main_ppo)
+
+
+def _cli_type(f):
+    def convert(text):
+        try:
+            return _coerce(f, text, "option")
+        except ConfigError as e:
+            import argparse
+            raise argparse.ArgumentTypeError(str(e).replace("option: ", "")) from None
+    convert.__name__ = f.metadata["type"].__name__
+    return convert
+
+
+def config_from_args(args, base: dict | None = None) -> PPOConfig:
+    """Defaults, then `base` (a resumed run's settings), then --config FILE, then the options given."""
+    data = dict(base or {})
+    if getattr(args, "config", None):
+        data.update(PPOConfig.load(args.config).to_dict())
+    for f in dataclasses.fields(PPOConfig):
+        if hasattr(args, f.name):
+            data[f.name] = getattr(args, f.name)
+    return PPOConfig.from_dict(data, where="the options")
+
+
+def main_ppo(args) -> int:
+    from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
+
+    try:
+        saved = Path(args.out) / CONFIG_FILE
+        base = PPOConfig.load(saved).to_dict() if args.resume and saved.exists() else {}
+        config = config_from_args(args, base)
+        start = time.perf_counter()
+        result = run(config, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+    except (ConfigError, CheckpointMismatchError, CheckpointFormatError) as e:
+        print(f"error: {e}")
+        return 2
+    if result is None:
+        return 0
+    print(f"done in {time.perf_counter() - start:.1f} s: " + ", ".join(
+        f"{k} {result[k]:.3f} (start {result['baseline'][k]:.3f})"
+        for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate")))
+    print(f"wrote {Path(args.out) / EVAL_FILE}")
+    return 0
+
+
+def add_eval_arguments(parser) -> None:
+    parser.add_argument("--checkpoint", required=True, help="a course checkpoint (policy.pt, pretrained.pt, ...)")
+    parser.add_argument("--tasks", metavar="DIR", help="folder of task TOML files; default: the course's tasks/")
+    parser.add_argument("--out", metavar="FILE", help="write the results as JSON here")
+    parser.add_argument("--max-new-tokens", type=int, help="generation limit; default: the checkpoint's")
+    parser.set_defaults(func=main_eval)
+
+
+def main_eval(args) -> int:
+    from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
+    from course_lib.tasks import TaskFormatError
+
+    if not Path(args.checkpoint).exists():
+        print(f"error: checkpoint {args.checkpoint} does not exist")
+        return 2
+    try:
+        result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens)
+    except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
+        print(f"error: {e}")
+        return 2
+    for key, value in result.items():
+        if key.endswith("pass_rate"):
+            print(f"{key:24s} {value:.3f}")
+    if args.out:
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+        print(f"wrote {args.out}")
+    return 0
