@@ -23,6 +23,7 @@ with keys ``uid`` (0: don't switch), ``scratch``, ``private_tmp``,
 ``masks``/``expose`` and ``read_all``; see ``main``.
 """
 
+import builtins
 import ctypes
 import json
 import os
@@ -182,7 +183,6 @@ def _exit_builtin(code=None):
 
 
 # ``python -S`` skips the site module, which is what defines exit() and quit().
-import builtins  # noqa: E402
 builtins.exit = builtins.quit = _exit_builtin
 
 
@@ -346,7 +346,7 @@ class Worker:
                 if left <= 0:
                     seen["timed_out"] = True
                     break
-                ready, _, _ = select.select([read_end, pidfd], [], [], left)
+                ready, _, _ = select.select([read_end, pidfd, 0], [], [], left)
                 if 0 in ready:           # the caller went away: stop everything
                     self.kill_everything(pid)
                     os._exit(0)
