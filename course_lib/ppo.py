@@ -35,10 +35,13 @@ def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor,
     A_t     = delta_t + gamma * lam * A_{t+1}
 
     After an episode's last real step, V(s_{t+1}) is ``bootstrap_values`` (shape
-    [B]): 0 for an episode that *terminated* (it wrote EOS; nothing follows), the
-    critic's value of the next state for one that was *truncated* by the length
-    limit (the code was not finished; treating the cut as an ending would teach
-    the policy that long programs are worth nothing).
+    [B], default 0): the value of whatever follows the last step. In the code
+    environment nothing follows either ending: an episode that wrote EOS
+    *terminated*, and one cut at the length limit (*truncated*) is scored as it
+    stands and paid at the cut, so both pass 0. Pass the critic's value of the
+    next state only where a truncation interrupts a task that would go on
+    earning reward (a time limit in a control task); there, treating the cut as
+    an ending would be the bug.
     """
     B, T = rewards.shape
     mask = mask.to(rewards.dtype)
