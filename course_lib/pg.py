@@ -9,7 +9,7 @@ bandit) or one whole completion a = (a_1, ..., a_T) scored once at the end:
 
 b is a *baseline*: any number that does not depend on the sampled a (and, per
 token, any function of the state s_t). It leaves the expected gradient alone and
-can shrink its variance a lot. REINFORCE estimates the expectation with a batch
+can shrink its variance a lot (or, badly chosen, grow it; chapter 5 measures both). REINFORCE estimates the expectation with a batch
 of samples and takes a gradient step; as a loss to minimise:
 
     loss = -(1/B) sum_i sum_t mask_it * log pi(a_it | s_it) * (R_i - b_it)
@@ -17,9 +17,9 @@ of samples and takes a gradient step; as a loss to minimise:
 The pieces, in the order the chapter uses them:
 
     BernoulliBandit, SoftmaxPolicy, analytic_gradient   the smallest problem, with an exact answer
-    reinforce_loss, value_loss                          the two losses
+    reinforce_loss, value_loss, init_critic             the two losses, and a critic's starting point
     RunningMeanBaseline, leave_one_out_baseline         baselines that need no network
-    grad_variance                                       how noisy is an estimate? repeat it and see
+    grad_variance, gradient_stats, flat_grad            how noisy is an estimate? repeat it and see
     gru_policy, sequence_logprobs, train_reinforce      the same on the code environment
 """
 
@@ -128,6 +128,18 @@ def value_loss(values: torch.Tensor, returns: torch.Tensor, mask: torch.Tensor |
     return 0.5 * masked_mean((values - targets.detach()) ** 2, mask)
 
 
+@torch.no_grad()
+def init_critic(model, value: float) -> None:
+    """Make the value head predict `value` everywhere (weights 0, bias = value), e.g. the mean reward.
+
+    An untrained head outputs a different random number at every token, and
+    subtracting noise adds noise; starting from a constant it is a mean baseline
+    that then learns.
+    """
+    model.value_head.weight.zero_()
+    model.value_head.bias.fill_(float(value))
+
+
 # -----------------------------------------------------------------------------
 # baselines that need no network
 
@@ -175,17 +187,25 @@ def leave_one_out_baseline(rewards: torch.Tensor, group_size: int) -> torch.Tens
 class GradientStats:
     mean: torch.Tensor      # [P] the average estimate: close to the true gradient when unbiased
     variance: float         # E ||g - mean||^2: the sum over parameters of each one's variance
-    n: int                  # how many estimates were averaged
+    n: int                  # how many estimates were compared
 
     @property
     def mean_norm(self) -> float:
         return float(self.mean.norm())
 
 
-def flat_grad(loss: torch.Tensor, params: Sequence[torch.Tensor]) -> torch.Tensor:
+def flat_grad(loss: torch.Tensor, params: Sequence[torch.Tensor], retain_graph: bool = False) -> torch.Tensor:
     """The gradient of loss w.r.t. params, as one float64 vector (params without a gradient count as 0)."""
-    grads = torch.autograd.grad(loss, list(params), allow_unused=True)
+    grads = torch.autograd.grad(loss, list(params), allow_unused=True, retain_graph=retain_graph)
     return torch.cat([(torch.zeros_like(p) if g is None else g).reshape(-1).double() for p, g in zip(params, grads)])
+
+
+def gradient_stats(grads: torch.Tensor) -> GradientStats:
+    """Mean and total variance of n gradient estimates stacked as rows of grads [n, P]."""
+    if len(grads) < 2:
+        raise ValueError(f"a variance needs at least 2 estimates, got {len(grads)}")
+    grads = grads.double()
+    return GradientStats(mean=grads.mean(0), variance=float(grads.var(0).sum()), n=len(grads))
 
 
 def grad_variance(loss_fn: Callable[[int], torch.Tensor], params: Sequence[torch.Tensor],
@@ -195,19 +215,10 @@ def grad_variance(loss_fn: Callable[[int], torch.Tensor], params: Sequence[torch
     Returns the mean gradient and the total variance sum_p Var(g_p), the expected
     squared distance of one estimate from the mean. The true gradient is the mean
     of infinitely many estimates; the variance says how far one batch's estimate
-    typically lands from it.
+    typically lands from it. (Memory: repeats x number of parameters.)
     """
-    if repeats < 2:
-        raise ValueError(f"a variance needs at least 2 repeats, got {repeats}")
     params = list(params)
-    total = total_sq = None
-    for r in range(repeats):
-        g = flat_grad(loss_fn(r), params)
-        total = g if total is None else total + g
-        total_sq = g * g if total_sq is None else total_sq + g * g
-    mean = total / repeats
-    variance = ((total_sq - repeats * mean * mean) / (repeats - 1)).clamp(min=0).sum()
-    return GradientStats(mean=mean, variance=float(variance), n=repeats)
+    return gradient_stats(torch.stack([flat_grad(loss_fn(r), params) for r in range(repeats)]))
 
 
 # -----------------------------------------------------------------------------
@@ -253,49 +264,49 @@ class SequenceScores:
 
 
 def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Sequence[Sequence[int]], *,
-                      allowed_ids=None) -> SequenceScores:
-    """Score written completions with the model, WITH gradient: one teacher-forced pass over <bos> prompt completion.
+                      allowed_ids=None, temperature: float = 1.0) -> SequenceScores:
+    """Score written completions with the model, WITH gradient (the sampler ran without it).
 
     completions are token ids as written (e.g. `Episode.actions`, <eos> included).
-    allowed_ids must be the action mask the tokens were sampled under: the policy
-    that wrote them is softmax over the allowed ids only, so that is the pi whose
-    log-probabilities REINFORCE needs.
+    allowed_ids and temperature must be those the tokens were sampled with: the
+    policy that wrote them is softmax(logits / temperature) over the allowed ids
+    only, so that is the pi whose log-probabilities REINFORCE needs.
 
-    The logits at position p score the token at p + 1, so token t of the completion
-    is scored at position len(<bos> prompt) - 1 + t; every position after a row's
-    last token is padding and gets mask 0. (Seed 000's PPO read its log-probs and
-    values at padded positions until it was fixed; the mask is that fix.)
+    Each distinct prompt is read once (`prefill`, e.g. 8 samples of a task share it);
+    its final state starts the GRU over the completions. The state before token t
+    is the prompt's for t = 0 and the GRU's output after token t - 1 otherwise;
+    gradients flow through both. Positions after a row's last token are padding
+    and get mask 0. (Seed 000's PPO read log-probs and values at padded positions
+    until it was fixed; the mask is that fix.)
     """
     from course_lib.models import next_token_mask
 
     device = model.embed.weight.device
-    prompt_ids = [tokenizer.encode(p, add_bos=True) for p in prompts]
-    rows = [p + list(c) for p, c in zip(prompt_ids, completions)]
-    width = max(len(r) for r in rows) - 1
-    inputs = torch.full((len(rows), width), tokenizer.pad_id, dtype=torch.long)
-    for i, row in enumerate(rows):
-        inputs[i, :len(row) - 1] = torch.tensor(row[:-1])
-    T = max(1, max(len(c) for c in completions))
-    # index [i, t] -> the position whose logits score completion token t of row i
-    starts = torch.tensor([len(p) - 1 for p in prompt_ids])
-    positions = (starts[:, None] + torch.arange(T)[None, :]).clamp(max=width - 1)
-    lengths = torch.tensor([len(c) for c in completions])
-    mask = (torch.arange(T)[None, :] < lengths[:, None]).float()
-    actions = torch.full((len(rows), T), tokenizer.pad_id, dtype=torch.long)
+    distinct = list(dict.fromkeys(prompts))
+    where = {p: i for i, p in enumerate(distinct)}
+    index = torch.tensor([where[p] for p in prompts], device=device)
+    B, T = len(completions), max(1, max(len(c) for c in completions))
+    actions = torch.full((B, T), tokenizer.pad_id, dtype=torch.long)
     for i, c in enumerate(completions):
         actions[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long)
+    actions = actions.to(device)
+    lengths = torch.tensor([len(c) for c in completions], device=device)
+    mask = (torch.arange(T, device=device)[None, :] < lengths[:, None]).float()
 
-    logits, values, _ = model(inputs.to(device))
-    index = positions.to(device)
-    logits = logits.gather(1, index[:, :, None].expand(-1, -1, logits.size(-1)))  # [B, T, V]
-    values = values.gather(1, index)
+    first_logits, first_values, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in distinct])
+    logits, values = first_logits[index, None], first_values[index, None]     # scores token 0
+    if T > 1:                                                                 # tokens 1..T-1
+        rest_logits, rest_values, _ = model(actions[:, :-1], hidden[:, index].contiguous())
+        logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
     allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
-    log_pi = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")), dim=-1)
-    logprobs = log_pi.gather(2, actions.to(device)[:, :, None]).squeeze(-1)
-    entropy = -(log_pi.exp() * log_pi.masked_fill(~allowed, 0.0)).sum(-1)
-    mask = mask.to(device)
-    logprobs = torch.where(mask > 0, logprobs, torch.zeros_like(logprobs))  # padding scores <pad>: -inf
-    return SequenceScores(logprobs=logprobs, values=values * mask, entropy=entropy * mask, mask=mask)
+    log_pi = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")) / temperature, dim=-1)
+    logprobs = log_pi.gather(2, actions[:, :, None]).squeeze(-1)
+    entropy = -(log_pi.exp() * log_pi.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
+    real = mask > 0
+    zero = torch.zeros((), device=device)
+    return SequenceScores(logprobs=torch.where(real, logprobs, zero),  # a padded <pad> scores -inf
+                          values=torch.where(real, values, zero), entropy=torch.where(real, entropy, zero),
+                          mask=mask)
 
 
 # -----------------------------------------------------------------------------

@@ -92,6 +92,7 @@ class PPOConfig:
     max_new_tokens: int = _opt(160, "an episode is truncated after this many tokens without <eos>")
     unsolved_weight: float = _opt(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
     min_task_weight: float = _opt(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
+    train_share: float = _opt(0.25, "task sampling: share of each update's tasks drawn from train (the rest: val)")
     sandbox_timeout: float = _opt(2.0, "seconds one program may run in the sandbox")
     # --- GAE ------------------------------------------------------------------------
     gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
@@ -181,6 +182,7 @@ class PPOConfig:
         for name in ("vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
                      "min_task_weight", "warmup_updates", "eval_every"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        need(0 <= self.train_share <= 1, f"train_share must be in [0, 1], got {self.train_share}")
         need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         need(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         need(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
@@ -224,33 +226,46 @@ def _coerce(f: dataclasses.Field, value, where: str):
 # =====================================================================================
 
 class TaskSampler:
-    """Draws the tasks of each update's episodes, weighting each task by how often it still fails.
+    """Draws the tasks of each update's episodes, leaning towards the tasks that still fail.
 
-    weight(task) = max(min_weight, 1 - unsolved_weight * recent pass rate), where the
-    recent pass rate is an exponential moving average of its rollouts' all-tests-passed.
-    Its state (random generator and pass rates) is saved with the run, so a resumed
-    run draws the same tasks. `drawn` records every task id it ever returned.
+    A share `train_share` of each draw comes from train tasks, the rest from val tasks
+    (when both are rolled out). Within a split, weight(task) = max(min_weight,
+    1 - unsolved_weight * recent pass rate), the recent pass rate being an exponential
+    moving average of its rollouts' all-tests-passed. Its state (random generator and
+    pass rates) is saved with the run, so a resumed run draws the same tasks.
+    `drawn` records every task id it ever returned.
     """
 
-    def __init__(self, tasks, *, seed: int, unsolved_weight: float, min_weight: float, ema: float = 0.7):
+    def __init__(self, tasks, *, seed: int, unsolved_weight: float, min_weight: float,
+                 train_share: float = 0.25, ema: float = 0.7):
         self.tasks = list(tasks)
         if any(t.split == "test" for t in self.tasks):
             raise ValueError("the task sampler refuses test tasks: they are never trained on")
         self.rng = np.random.default_rng(seed)
         self.unsolved_weight, self.min_weight, self.ema = unsolved_weight, min_weight, ema
+        self.train_share = train_share
         self.pass_rate = {t.id: 0.0 for t in self.tasks}
         self.drawn: list[str] = []
 
-    def weights(self) -> np.ndarray:
-        w = np.array([1 - self.unsolved_weight * self.pass_rate[t.id] for t in self.tasks])
+    def weights(self, tasks) -> np.ndarray:
+        w = np.array([1 - self.unsolved_weight * self.pass_rate[t.id] for t in tasks])
         w = np.maximum(w, self.min_weight)
         return w / w.sum()
 
     def draw(self, n_tasks: int, per_task: int = 1):
         """n_tasks distinct tasks (weighted, without replacement), each repeated per_task times."""
-        picks = self.rng.choice(len(self.tasks), size=min(n_tasks, len(self.tasks)), replace=False,
-                                p=self.weights())
-        tasks = [self.tasks[i] for i in sorted(picks) for _ in range(per_task)]
+        groups = [[t for t in self.tasks if t.split == s] for s in ("train", "val")]
+        groups = [g for g in groups if g]
+        if len(groups) == 2:
+            n_train = min(len(groups[0]), round(n_tasks * self.train_share))
+            counts = [n_train, min(len(groups[1]), n_tasks - n_train)]
+        else:
+            counts = [min(len(groups[0]), n_tasks)]
+        picked = []
+        for group, n in zip(groups, counts):
+            idx = self.rng.choice(len(group), size=n, replace=False, p=self.weights(group)) if n else []
+            picked += [group[i] for i in sorted(idx)]
+        tasks = [t for t in picked for _ in range(per_task)]
         self.drawn += [t.id for t in tasks]
         return tasks
 
@@ -306,7 +321,11 @@ def distinct_prompts(tasks, tokenizer):
 def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperature: float,
                     max_new_tokens: int, generator: torch.Generator, reward_fn=None,
                     timeout: float = 2.0, bootstrap_truncated: bool = True) -> Rollout:
-    """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call."""
+    """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call.
+
+    Only the episodes still running are fed to the network at each step (finished rows
+    drop out of the batch), so a few long episodes do not make every row pay for them.
+    """
     from course_lib.env import BatchedCodeGen, fraction_passed
 
     env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
@@ -317,37 +336,53 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     prompts, prompt_index = distinct_prompts(tasks, tokenizer)
     logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
     logits, values, hidden = logits[prompt_index], values[prompt_index], hidden[:, prompt_index].contiguous()
-    actions, logprobs, step_values, live = [], [], [], []
-    for _ in range(max_new_tokens):
-        running = torch.as_tensor(~obs.done)
+    actions = torch.full((B, max_new_tokens), tokenizer.pad_id, dtype=torch.long)
+    logprobs, step_values = torch.zeros(B, max_new_tokens), torch.zeros(B, max_new_tokens)
+    mask = torch.zeros(B, max_new_tokens)
+    rows = torch.arange(B)              # the episodes still running, in the order of `logits`
+    for t in range(max_new_tokens):
         dist_logits = masked_logits(logits, allowed, temperature)
         action = torch.multinomial(torch.softmax(dist_logits, -1), 1, generator=generator).squeeze(-1)
-        logprobs.append(torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1))
-        actions.append(action)
-        step_values.append(values)
-        live.append(running)
-        obs = env.step(action.numpy())
+        logprobs[rows, t] = torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1)
+        actions[rows, t], step_values[rows, t], mask[rows, t] = action, values, 1.0
+        all_actions = np.full(B, tokenizer.eos_id)
+        all_actions[rows.numpy()] = action.numpy()
+        obs = env.step(all_actions)          # rows already done ignore their action
         if obs.done.all():
             break
         logits, values, hidden = model.step(action, hidden)
+        keep = torch.as_tensor(~obs.done[rows.numpy()])
+        rows, logits, values, hidden = rows[keep], logits[keep], values[keep], hidden[:, keep].contiguous()
     episodes = env.results()  # the sandbox runs every program here, in one batch
 
-    mask = torch.stack(live, 1).float()
-    T = mask.shape[1]
+    T = int(mask.sum(1).max())
     lengths = mask.sum(1).long()
     rewards = torch.zeros(B, T)
     rewards[torch.arange(B), lengths - 1] = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
-    truncated = torch.tensor([e.truncated for e in episodes])
     bootstrap = torch.zeros(B)
-    if bootstrap_truncated and truncated.any():  # V(state after the cut): one more step of the critic
-        _, next_values, _ = model.step(actions[-1], hidden)
-        bootstrap = torch.where(truncated, next_values, bootstrap)
-    real = mask.bool()
+    truncated = torch.tensor([e.truncated for e in episodes])
+    if bootstrap_truncated and truncated.any():
+        # V(state after the cut): the truncated rows are exactly those still in `rows`; one more critic step.
+        _, next_values, _ = model.step(actions[rows, -1], hidden)
+        bootstrap[rows] = next_values
     return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
-                   actions=torch.where(real, torch.stack(actions, 1), tokenizer.pad_id),
-                   logprobs=torch.where(real, torch.stack(logprobs, 1), 0.0),
-                   values=torch.where(real, torch.stack(step_values, 1), 0.0),
-                   mask=mask, rewards=rewards, bootstrap=bootstrap)
+                   actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],
+                   mask=mask[:, :T], rewards=rewards, bootstrap=bootstrap)
+
+
+def run_gru(model, tokens: torch.Tensor, lengths: torch.Tensor, hidden: torch.Tensor | None = None):
+    """model(tokens, hidden) -> logits, values, computing each row only for its own length.
+
+    Packing skips the padding at the end of short rows: the cost is the real tokens,
+    not rows x longest row. Outputs past a row's length are zeros (to be masked).
+    """
+    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+    packed = pack_padded_sequence(model.embed(tokens), lengths.clamp(min=1).cpu(), batch_first=True,
+                                  enforce_sorted=False)
+    out, _ = model.gru(packed, hidden)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
+    return model.policy_head(out), model.value_head(out).squeeze(-1)
 
 
 def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, temperature):
@@ -360,7 +395,8 @@ def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, te
     first_logits, first_values, hidden = model.prefill(prompts)
     logits, values = first_logits[prompt_index, None], first_values[prompt_index, None]
     if actions.shape[1] > 1:
-        rest_logits, rest_values, _ = model(actions[:, :-1], hidden[:, prompt_index].contiguous())
+        lengths = mask.sum(1).long() - 1   # tokens fed back in: all but the last
+        rest_logits, rest_values = run_gru(model, actions[:, :-1], lengths, hidden[:, prompt_index].contiguous())
         logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
     real = mask.bool()
     actions = torch.where(real, actions, allowed.nonzero()[0])  # padding: any allowed id, so no -inf is picked
@@ -421,7 +457,8 @@ def teacher_losses(model, tokenizer, bc_examples, sil_examples, rng: np.random.G
     if not groups[0] and not groups[1]:
         return None, None
     inputs, targets, loss_mask = make_batch(tokenizer, groups[0] + groups[1])
-    logits, _, _ = model(inputs)
+    lengths = torch.tensor([len(tokenizer.encode(e.prompt + e.target)) + 1 for e in groups[0] + groups[1]])
+    logits, _ = run_gru(model, inputs, lengths)  # <bos> + text: as many inputs as text tokens + 1
     per_token = torch.nn.functional.cross_entropy(
         logits.transpose(1, 2), targets.masked_fill(~loss_mask, IGNORE_INDEX), ignore_index=IGNORE_INDEX,
         reduction="none")                                     # [N, T], 0 where ignored
@@ -512,7 +549,7 @@ class PPOTrainer:
                             if config.bc_coef > 0 else [])
         self.passing = PassingPrograms(config.sil_per_task)
         self.sampler = TaskSampler(self.rl_tasks, seed=config.seed, unsolved_weight=config.unsolved_weight,
-                                   min_weight=config.min_task_weight)
+                                   min_weight=config.min_task_weight, train_share=config.train_share)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.sample_generator = torch.Generator().manual_seed(config.seed)
         self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches

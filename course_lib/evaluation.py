@@ -1,0 +1,265 @@
+"""Honest evaluation of a code model: the generation protocol, pass@1 and pass@k (chapters 9-11).
+
+The protocol, the same in training, evaluation and every chapter:
+
+1. PROMPT      `format_prompt`: a base model continues the task's prompt (signature +
+               docstring), as in HumanEval; an instruction-tuned model is asked for
+               <think> reasoning and a ```python block, as in seed 004.
+2. GENERATE    `generate`: greedy (temperature 0) or sampled, until <eos>, a stop
+               sequence, or max_new_tokens.
+3. EXTRACT     `extract_completion`: drop <think>...</think> blocks; if the text holds a
+               markdown code block take its code; otherwise cut the text at the first
+               stop sequence (a new top-level def, class, print, comment, ...): what a
+               base model writes after the function body is not part of the answer.
+4. RUN         prompt + completion, then each test, in the sandbox (never in this process).
+
+Metrics. Greedy pass@1: the fraction of tasks whose one greedy completion passes.
+pass@k: the chance that at least one of k samples passes, estimated without bias from
+n >= k samples of which c pass (Chen et al., 2021):
+
+    pass@k = 1 - C(n - c, k) / C(n, k)
+
+computed as a product so no huge binomial is ever formed. The *pass rate* of a split
+is the mean of c / n over its tasks: pass@1 estimated from n samples. Average length:
+generated tokens per completion, up to <eos> or the stop (what a length penalty counts).
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
+STYLES = ("completion", "instruct")
+
+INSTRUCT_TEMPLATE = (
+    "Complete the following Python function.\n\n"
+    "```python\n{prompt}```\n\n"
+    "Think step by step inside <think> and </think>, then give the whole function "
+    "in one ```python code block.\n")
+
+
+# -----------------------------------------------------------------------------
+# 1. prompt
+
+def format_prompt(task, style: str = "completion") -> str:
+    """The text the model reads: the task's prompt itself, or the instruction around it (seed 004)."""
+    if style == "completion":
+        return task.prompt
+    if style == "instruct":
+        return INSTRUCT_TEMPLATE.format(prompt=task.prompt)
+    raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
+
+
+def stop_sequences_for(style: str) -> tuple[str, ...]:
+    """Stop sequences end a base model's continuation; an instruct answer ends with <eos> (its code may hold defs)."""
+    return STOP_SEQUENCES if style == "completion" else ()
+
+
+# -----------------------------------------------------------------------------
+# 3. extract
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)(?:^```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+
+
+def strip_thinking(text: str) -> str:
+    """Drop every <think>...</think> block. An unclosed <think> (cut off while thinking)
+    drops the rest; a lone </think> (the template opened the block) drops what precedes it."""
+    text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        text = text.split("<think>", 1)[0]
+    return text
+
+
+def extract_fenced_code(text: str) -> str | None:
+    """The code of the first ```python block (else of the first non-empty block); None if there is none.
+
+    A block cut off by the token limit (no closing fence) still counts.
+    """
+    blocks = [(lang.lower(), code) for lang, code in _FENCE.findall(text) if code.strip()]
+    if not blocks:
+        return None
+    code = next((c for lang, c in blocks if lang in ("python", "py", "python3")), blocks[0][1])
+    return code if code.endswith("\n") else code + "\n"
+
+
+def truncate_at_stop(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES) -> str:
+    """text up to (not including) the earliest stop sequence; all of it if none occurs."""
+    cut = min((i for i in (text.find(s) for s in stop_sequences) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def extract_completion(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES) -> str:
+    """What the sandbox runs after the prompt: thinking dropped, then a code block's code or the
+    text cut at the first stop sequence. Ends with a newline (unless empty)."""
+    text = strip_thinking(text)
+    code = extract_fenced_code(text)
+    if code is None:
+        code = truncate_at_stop(text, stop_sequences).rstrip()
+        code = code + "\n" if code.strip() else ""
+    return code
+
+
+# -----------------------------------------------------------------------------
+# 2. generate
+
+@dataclass(frozen=True)
+class Generation:
+    prompt_index: int   # which prompt it answers
+    text: str           # what the model wrote (special tokens dropped), up to <eos>
+    completion: str     # extract_completion(text): what the sandbox runs after the prompt
+    n_tokens: int       # tokens generated before <eos>, or until the stop or the limit
+    finish: str         # "eos", "stop" (a stop sequence) or "length" (max_new_tokens)
+
+
+def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopOnSequences(StoppingCriteria):
+        """Row i is finished once its generated text holds a stop sequence."""
+
+        def __call__(self, input_ids, scores, **kwargs):
+            texts = tokenizer.batch_decode(input_ids[:, width:], skip_special_tokens=True)
+            return torch.tensor([any(s in t for s in stop_sequences) for t in texts], device=input_ids.device)
+
+    return StoppingCriteriaList([StopOnSequences()] if stop_sequences else [])
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, temperature: float = 0.0,
+             max_new_tokens: int = 128, stop_sequences: Sequence[str] = STOP_SEQUENCES, seed: int = 0,
+             batch_size: int = 64, progress: bool = False) -> list[Generation]:
+    """n_samples generations per prompt (prompt-major order), greedy when temperature == 0.
+
+    Sampling draws from the model's full distribution at this temperature (no top-k,
+    no top-p), from torch's generator seeded with seed: the same call gives the same text.
+    Rows are left-padded, so every row's next token sits at the same position.
+    """
+    from tqdm.auto import tqdm
+    from transformers import GenerationConfig
+
+    from course_lib.llm import encode_prompt
+
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
+    sample = temperature > 0
+    n = n_samples if sample else 1
+    limit = getattr(model.config, "max_position_embeddings", None)
+    encoded = [encode_prompt(tokenizer, p) for p in prompts]
+    if limit is not None:
+        too_long = [i for i, ids in enumerate(encoded) if len(ids) + max_new_tokens > limit]
+        if too_long:
+            raise ValueError(f"prompt {too_long[0]} has {len(encoded[too_long[0]])} tokens; with max_new_tokens="
+                             f"{max_new_tokens} it exceeds the model's {limit} positions")
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_beams=1,
+                              pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
+                              **({"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}))
+    rows = [(i, ids) for i, ids in enumerate(encoded) for _ in range(n)]
+    torch.manual_seed(seed)
+    was_training = model.training
+    model.eval()
+    out: list[Generation] = []
+    chunks = range(0, len(rows), batch_size)
+    for start in tqdm(chunks, desc="generating", disable=not progress, unit="batch"):
+        chunk = rows[start:start + batch_size]
+        width = max(len(ids) for _, ids in chunk)
+        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
+        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
+        for r, (_, ids) in enumerate(chunk):
+            input_ids[r, width - len(ids):] = torch.tensor(ids)
+            attention_mask[r, width - len(ids):] = 1
+        generated = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
+                                   generation_config=config,
+                                   stopping_criteria=_stopping_criteria(tokenizer, width, stop_sequences))
+        for (i, _), new in zip(chunk, generated[:, width:].tolist()):
+            end = next((j for j, t in enumerate(new) if t in (tokenizer.eos_token_id, pad)), len(new))
+            text = tokenizer.decode(new[:end], skip_special_tokens=True)
+            finish = ("eos" if end < len(new) and new[end] == tokenizer.eos_token_id
+                      else "stop" if any(s in text for s in stop_sequences) else "length")
+            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish))
+    model.train(was_training)
+    return out
+
+
+# -----------------------------------------------------------------------------
+# 4. run and score
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k), as a stable product.
+
+    C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i): no factorials, no overflow.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:  # every set of k samples holds a passing one
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) -> list[bool]:
+    """Whether task.program(completion) passes all of the task's tests, in the sandbox."""
+    from course_lib.sandbox import run_tests_batch
+
+    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
+    return [bool(r.all_passed) for r in reports]
+
+
+def _groups(rows: list[dict]) -> dict[str, list[dict]]:
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["split"], []).append(r)
+        if r["novelty"]:
+            groups.setdefault(f"{r['split']}_{r['novelty']}", []).append(r)
+    order = ("train", "val", "val_near", "val_far", "test", "test_near", "test_far")
+    return {g: groups[g] for g in order if g in groups}
+
+
+def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float = 0.8, greedy: bool = True,
+             ks: Sequence[int] = (1, 5, 10), max_new_tokens: int = 128, style: str = "completion", seed: int = 0,
+             timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
+    """Greedy pass@1 and, from n_samples samples per task, the pass rate and pass@k, per split and near/far.
+
+    Keys: "{group}_greedy_pass@1", "{group}_pass_rate" (mean c/n), "{group}_pass@{k}", "{group}_tasks"
+    for group in train, val, val_near, val_far, test, ...; "avg_gen_len" (sampled) and
+    "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
+    """
+    tasks = list(tasks)
+    prompts = [format_prompt(t, style) for t in tasks]
+    stops = stop_sequences_for(style)
+    common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
+    rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
+    result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
+    if greedy:
+        gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
+        passed = run_completions(tasks, [g.completion for g in gens], timeout=timeout)
+        for row, g, p in zip(rows, gens, passed):
+            row.update(greedy_passed=p, greedy_completion=g.completion, greedy_tokens=g.n_tokens)
+        result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
+    if n_samples:
+        gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
+        passed = run_completions([tasks[g.prompt_index] for g in gens], [g.completion for g in gens], timeout=timeout)
+        for i, row in enumerate(rows):
+            row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
+        result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
+    for group, members in _groups(rows).items():
+        result[f"{group}_tasks"] = len(members)
+        if greedy:
+            result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)
+        if n_samples:
+            result[f"{group}_pass_rate"] = round(sum(r["c"] / r["n"] for r in members) / len(members), 4)
+            for k in ks:
+                if k <= n_samples:
+                    result[f"{group}_pass@{k}"] = round(
+                        sum(pass_at_k(r["n"], r["c"], k) for r in members) / len(members), 4)
+    result["per_task"] = rows
+    return result

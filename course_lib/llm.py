@@ -1,0 +1,491 @@
+"""Transformers, LoRA and supervised fine-tuning: the LLM foundation (chapter 9).
+
+Chapters 10 and 11 train DeepSeek-Coder-1.3B (Guo et al., 2024) with LoRA.
+That model is a `LlamaForCausalLM`, so this module builds everything on that class:
+
+    model_name = "deepseek-ai/deepseek-coder-1.3b-base"   the real model, from the Hugging Face hub
+                                                          (needs a network and, in practice, a GPU)
+    model_name = "tiny"                                    a LlamaForCausalLM of about a million
+                                                          parameters, pretrained offline here by
+                                                          `pretrain_tiny_coder` and saved to a folder
+    model_name = "<a folder>"                              any model saved with save_pretrained
+
+All three load with the same `from_pretrained` calls, generate with the same
+`generate`, take the same LoRA adapter and save it the same way: only the size
+differs. The tiny coder's tokenizer is a byte-level BPE trained with the
+`tokenizers` library (`course_lib.tokenizers.train_hf_bpe`) and wrapped as a
+transformers `PreTrainedTokenizerFast`, like DeepSeek-Coder's own.
+
+Data rules (the course's splits): the tiny coder is pretrained on short functions
+from Python's standard library plus the `train` tasks' prompt + solution pairs
+(`course_lib.pretrain.pretraining_texts`); SFT uses the `train` pairs only
+(`course_lib.pretrain.task_examples`, which refuses other splits). No `val` or
+`test` solution enters either: `course_lib.pretrain.drop_leaks` filters them and
+a test checks the actual data with `find_leaks`.
+
+One sequence is  <bos> prompt completion <eos>, with the prompt and the completion
+tokenized separately (so the ids at the seam are the ones generation sees). SFT
+scores only the completion and <eos>: prompt positions get the label -100, which
+the loss skips (seed 004's lesson; `sft_batch(mask_prompt=False)` is the wrong way,
+kept for the chapter to show).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import time
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from course_lib.pretrain import IGNORE_INDEX, Example, batches, drop_leaks, pretraining_texts, task_examples
+from course_lib.ppo import warmup_cosine
+
+TINY = "tiny"
+DEEPSEEK_CODER_1_3B = "deepseek-ai/deepseek-coder-1.3b-base"
+REPO_ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_TINY_DIR = REPO_ROOT / "notebooks" / "checkpoints" / "tiny_coder"
+LORA_TARGETS = ("q_proj", "v_proj")
+PRETRAINING_FILE = "pretraining.json"  # what the tiny coder was trained on, how long it took, its curves
+
+# DeepSeek-Coder-1.3B-base's architecture as published by DeepSeek in the model's config.json on
+# the Hugging Face hub (copied here so that counts need no download; not loaded from the hub).
+DEEPSEEK_CODER_1_3B_ARCHITECTURE = dict(
+    vocab_size=32256, hidden_size=2048, intermediate_size=5504, num_hidden_layers=24,
+    num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=16384,
+    rms_norm_eps=1e-6, rope_theta=100000.0, rope_scaling={"type": "linear", "factor": 4.0},
+    hidden_act="silu", tie_word_embeddings=False, bos_token_id=32013, eos_token_id=32014)
+
+# The tiny coder's defaults: the same architecture, about 1/1300 of the parameters.
+TINY_ARCHITECTURE = dict(vocab_size=1024, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024)
+
+
+# -----------------------------------------------------------------------------
+# attention, the one new idea of the transformer (what LlamaAttention computes per head)
+
+def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+    """Scaled dot-product attention with a causal mask; q, k, v are [..., T, d].
+
+    Each position t mixes the values of positions 0..t, weighted by how well its
+    query matches their keys: softmax(q k^T / sqrt(d)) with the future masked out.
+    Returns (output [..., T, d], weights [..., T, T]); every row of weights sums to 1.
+    """
+    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
+    T = q.size(-2)
+    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
+    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
+    return weights @ v, weights
+
+
+# -----------------------------------------------------------------------------
+# architectures and parameter counts (from a config alone: no weights needed)
+
+def llama_config(**fields):
+    """A transformers LlamaConfig (imported lazily: importing course_lib stays cheap)."""
+    from transformers import LlamaConfig
+    return LlamaConfig(**fields)
+
+
+def deepseek_coder_1_3b_config():
+    """DeepSeek-Coder-1.3B-base's LlamaConfig, built from the literal above (no download)."""
+    return llama_config(**DEEPSEEK_CODER_1_3B_ARCHITECTURE)
+
+
+def tiny_coder_config(**changes):
+    """The tiny coder's LlamaConfig: TINY_ARCHITECTURE with changes; ids 0, 1, 2 are <pad>, <bos>, <eos>."""
+    fields = {**TINY_ARCHITECTURE, **changes}
+    return llama_config(**fields, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
+
+
+def projection_shapes(config) -> dict[str, tuple[int, int]]:
+    """(in_features, out_features) of each linear layer in one Llama decoder layer."""
+    h, i = config.hidden_size, config.intermediate_size
+    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
+    q = config.num_attention_heads * head_dim
+    kv = (config.num_key_value_heads or config.num_attention_heads) * head_dim
+    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
+            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
+
+
+def parameter_count(config) -> int:
+    """Parameters of a LlamaForCausalLM with this config (no biases, as in Llama and DeepSeek-Coder)."""
+    h, v = config.hidden_size, config.vocab_size
+    per_layer = sum(a * b for a, b in projection_shapes(config).values()) + 2 * h  # + two RMSNorm gains
+    head = 0 if config.tie_word_embeddings else v * h
+    return v * h + config.num_hidden_layers * per_layer + h + head  # embeddings, layers, final norm, lm_head
+
+
+def lora_parameter_count(config, rank: int, targets: Sequence[str] = LORA_TARGETS) -> int:
+    """Trainable parameters of LoRA of this rank on the target projections of every layer.
+
+    A d_in -> d_out layer W gets B (d_out x r) and A (r x d_in): r * (d_in + d_out) numbers,
+    against d_in * d_out in W itself.
+    """
+    shapes = projection_shapes(config)
+    unknown = [t for t in targets if t not in shapes]
+    if unknown:
+        raise ValueError(f"unknown LoRA targets {unknown}; a Llama layer has {list(shapes)}")
+    return config.num_hidden_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
+
+
+def trainable_parameter_count(model) -> int:
+    return sum(p.numel() for p in model.parameters() if p.requires_grad)
+
+
+# -----------------------------------------------------------------------------
+# the tiny coder's data and tokenizer
+
+def pretraining_examples(tasks=None, *, max_body_chars: int = 400, methods: bool = True,
+                         train_repeats: int = 4) -> list[Example]:
+    """Standard-library functions (methods too, bodies up to max_body_chars) + the train pairs.
+
+    The chapter-4 "broad" regime with more of the standard library, since a transformer
+    wants more text than a GRU; held-out solutions are dropped by `drop_leaks` inside.
+    """
+    return pretraining_texts("broad", tasks=tasks, train_repeats=train_repeats,
+                             max_body_chars=max_body_chars, methods=methods)
+
+
+def sft_examples(tasks) -> list[Example]:
+    """The SFT data: prompt -> solution of the train tasks (other splits raise), with no held-out solution."""
+    return drop_leaks(task_examples(tasks), tasks)
+
+
+def train_tiny_tokenizer(texts: Sequence[str], vocab_size: int = TINY_ARCHITECTURE["vocab_size"]):
+    """A byte-level BPE (`course_lib.tokenizers.train_hf_bpe`) wrapped as a transformers tokenizer."""
+    from transformers import PreTrainedTokenizerFast
+
+    from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe
+
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=train_hf_bpe(texts, vocab_size),
+                                        bos_token=BOS, eos_token=EOS, pad_token=PAD)
+    tokenizer.model_max_length = TINY_ARCHITECTURE["max_position_embeddings"]
+    return tokenizer
+
+
+# -----------------------------------------------------------------------------
+# sequences and batches
+
+def encode_prompt(tokenizer, prompt: str) -> list[int]:
+    """<bos> + the prompt's ids: what the model reads before writing (training and generation alike)."""
+    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    return bos + tokenizer(prompt, add_special_tokens=False)["input_ids"]
+
+
+def encode_example(tokenizer, prompt: str, completion: str) -> tuple[list[int], int]:
+    """(ids of <bos> prompt completion <eos>, number of prompt ids including <bos>)."""
+    prompt_ids = encode_prompt(tokenizer, prompt)
+    completion_ids = tokenizer(completion, add_special_tokens=False)["input_ids"] + [tokenizer.eos_token_id]
+    return prompt_ids + completion_ids, len(prompt_ids)
+
+
+def sft_batch(tokenizer, examples: Sequence[Example], *, mask_prompt: bool = True) -> dict:
+    """input_ids, attention_mask and labels [B, T] for a causal LM; rows right-padded.
+
+    labels = input_ids, except -100 (IGNORE_INDEX, skipped by the loss) at padding and,
+    when mask_prompt, at every prompt position: the model is scored only on what it
+    must write, the completion and <eos>. The model shifts labels by one itself.
+    """
+    rows = [encode_example(tokenizer, e.prompt, e.target) for e in examples]
+    width = max(len(ids) for ids, _ in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    input_ids = torch.full((len(rows), width), pad, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    labels = torch.full((len(rows), width), IGNORE_INDEX, dtype=torch.long)
+    for i, (ids, n_prompt) in enumerate(rows):
+        input_ids[i, :len(ids)] = torch.tensor(ids)
+        attention_mask[i, :len(ids)] = 1
+        start = n_prompt if mask_prompt else 0
+        labels[i, start:len(ids)] = torch.tensor(ids[start:])
+    return {"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels}
+
+
+def _to(batch: dict, device) -> dict:
+    return {k: v.to(device) for k, v in batch.items()}
+
+
+# -----------------------------------------------------------------------------
+# training: one loop for pretraining (everything scored) and SFT (the completion only)
+
+def train_causal_lm(model, tokenizer, examples: Sequence[Example], *, steps: int, batch_size: int, lr: float,
+                    seed: int, mask_prompt: bool = True, warmup_steps: int | None = None,
+                    clip_norm: float = 1.0, progress: bool = True, desc: str = "training",
+                    eval_every: int = 0, eval_fn=None) -> list[dict]:
+    """AdamW on the parameters that require grad (all of them, or only LoRA's); returns one dict per step.
+
+    Batches are shuffled epochs of similar-length examples (`course_lib.pretrain.batches`);
+    the learning rate warms up linearly, then decays along a cosine to lr/10
+    (`course_lib.ppo.warmup_cosine`). eval_fn(model) -> dict is called every eval_every
+    steps and after the last; its numbers join that step's dict.
+    """
+    from tqdm.auto import tqdm
+
+    if steps < 1 or batch_size < 1:
+        raise ValueError(f"steps and batch_size must be at least 1, got {steps} and {batch_size}")
+    torch.manual_seed(seed)
+    rng = random.Random(seed)
+    warmup = max(1, steps // 10) if warmup_steps is None else warmup_steps
+    params = [p for p in model.parameters() if p.requires_grad]
+    optimizer = torch.optim.AdamW(params, lr=lr, weight_decay=0.0)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: warmup_cosine(s, steps, warmup))
+    plan: list = []
+    history = []
+    model.train()
+    for step in tqdm(range(1, steps + 1), desc=desc, disable=not progress, unit="step"):
+        if not plan:
+            plan = batches(examples, batch_size, rng)
+        batch = sft_batch(tokenizer, plan.pop(), mask_prompt=mask_prompt)
+        loss = model(**_to(batch, model.device)).loss
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(params, clip_norm)
+        optimizer.step()
+        row = {"step": step, "loss": loss.item(), "lr": schedule.get_last_lr()[0],
+               "scored_tokens": int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())}
+        schedule.step()
+        if eval_fn is not None and (step == steps or (eval_every and step % eval_every == 0)):
+            row.update(eval_fn(model))
+            model.train()
+        history.append(row)
+    model.eval()
+    return history
+
+
+@torch.no_grad()
+def completion_loss(model, tokenizer, examples: Sequence[Example], batch_size: int = 32) -> float:
+    """Teacher-forced loss on the completion tokens and <eos> only (nats per token), prompts given."""
+    was_training = model.training
+    model.eval()
+    total, count = 0.0, 0
+    for i in range(0, len(examples), batch_size):
+        batch = sft_batch(tokenizer, examples[i:i + batch_size], mask_prompt=True)
+        n = int((batch["labels"][:, 1:] != IGNORE_INDEX).sum())
+        total += model(**_to(batch, model.device)).loss.item() * n
+        count += n
+    model.train(was_training)
+    return total / count
+
+
+# -----------------------------------------------------------------------------
+# the tiny coder: build, pretrain, save, load
+
+def build_tiny_coder(vocab_size: int, seed: int = 0, **architecture):
+    from transformers import LlamaForCausalLM
+
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(tiny_coder_config(vocab_size=vocab_size, **architecture)).eval()
+
+
+def pretrain_tiny_coder(out_dir=None, *, steps: int = 300, batch_size: int = 16, lr: float = 3e-3,
+                        seed: int = 0, vocab_size: int = TINY_ARCHITECTURE["vocab_size"],
+                        architecture: dict | None = None, tasks=None, eval_every: int = 25,
+                        progress: bool = True):
+    """Tokenizer + LlamaForCausalLM trained from scratch on `pretraining_examples`; saved to out_dir if given.
+
+    Every token is scored (a language model learns to write prompts too). Every
+    eval_every steps the completion loss of the train and val solutions is measured
+    (val: measured, never trained on). Returns (model, tokenizer, info); info has the
+    curves, the data counts and the wall time, and is saved as pretraining.json.
+    """
+    from course_lib.tasks import load_tasks
+
+    tasks = load_tasks() if tasks is None else list(tasks)
+    examples = pretraining_examples(tasks)
+    tokenizer = train_tiny_tokenizer([e.prompt + e.target for e in examples], vocab_size)
+    model = build_tiny_coder(len(tokenizer), seed=seed, **(architecture or {}))
+    train_pairs = task_examples([t for t in tasks if t.split == "train"])
+    val_pairs = [Example(t.prompt, t.solution, f"val:{t.id}") for t in tasks if t.split == "val"]
+
+    def measure(m):
+        return {"train_solution_loss": completion_loss(m, tokenizer, train_pairs),
+                "val_solution_loss": completion_loss(m, tokenizer, val_pairs)}
+
+    start = time.perf_counter()
+    history = train_causal_lm(model, tokenizer, examples, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                              mask_prompt=False, progress=progress, desc="pretraining",
+                              eval_every=eval_every, eval_fn=measure)
+    seconds = time.perf_counter() - start
+    info = {"steps": steps, "batch_size": batch_size, "lr": lr, "seed": seed, "seconds": round(seconds, 1),
+            "parameters": parameter_count(model.config), "vocab_size": len(tokenizer),
+            "examples": len(examples), "stdlib_examples": sum(e.source.startswith("stdlib:") for e in examples),
+            "train_examples": sum(e.source.startswith("train:") for e in examples),
+            "tokens_per_epoch": sum(len(encode_example(tokenizer, e.prompt, e.target)[0]) for e in examples),
+            "history": history}
+    if out_dir is not None:
+        save_model(model, tokenizer, out_dir, info)
+    return model, tokenizer, info
+
+
+def save_model(model, tokenizer, out_dir, info: dict | None = None) -> Path:
+    """save_pretrained for both (config.json, model.safetensors, tokenizer.json, ...), plus pretraining.json."""
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    model.save_pretrained(out)
+    tokenizer.save_pretrained(out)
+    if info is not None:
+        (out / PRETRAINING_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    return out
+
+
+def read_pretraining_info(model_dir=DEFAULT_TINY_DIR) -> dict:
+    return json.loads((Path(model_dir) / PRETRAINING_FILE).read_text())
+
+
+def resolve_model_name(model_name: str) -> str:
+    """"tiny" -> the tiny coder's folder; a folder or a hub name stays as it is."""
+    return str(DEFAULT_TINY_DIR) if model_name == TINY else model_name
+
+
+def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None, pretrain_if_missing: bool = True):
+    """(model, tokenizer) in eval mode, from the hub ("deepseek-ai/deepseek-coder-1.3b-base"), a folder, or "tiny".
+
+    The same two from_pretrained calls serve all three. "tiny" reads DEFAULT_TINY_DIR and,
+    if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
+    device: "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
+    """
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    path = resolve_model_name(model_name)
+    if model_name == TINY and not (Path(path) / "config.json").exists():
+        if not pretrain_if_missing:
+            raise FileNotFoundError(f"the tiny coder is not at {path}; run notebooks/09_transformers_and_lora.ipynb "
+                                    "or course_lib.llm.pretrain_tiny_coder(out_dir) first")
+        print(f"the tiny coder is not at {path} yet: pretraining it (about a minute on a CPU)")
+        pretrain_tiny_coder(path, progress=False)
+    looks_local = os.path.isdir(path) or path.startswith((".", "/", "~"))
+    if looks_local and not (Path(path).expanduser() / "config.json").exists():
+        raise FileNotFoundError(f"{path} holds no model (no config.json); pass a folder written by save_model, "
+                                f"'{TINY}', or a hub name such as '{DEEPSEEK_CODER_1_3B}'")
+    dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+    tokenizer = AutoTokenizer.from_pretrained(path)
+    if tokenizer.pad_token_id is None:  # DeepSeek-Coder's tokenizer may have none; padding is masked anyway
+        tokenizer.pad_token = tokenizer.eos_token
+    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
+    return model, tokenizer
+
+
+# -----------------------------------------------------------------------------
+# LoRA with peft
+
+def add_lora(model, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
+             targets: Sequence[str] = LORA_TARGETS):
+    """Wrap model with LoRA adapters on the target projections; only the adapters train.
+
+    Each target W (frozen) becomes W + (alpha / rank) * B A, with A random and B zero,
+    so the wrapped model starts out computing exactly what the base model computes.
+    """
+    from peft import LoraConfig, get_peft_model
+
+    config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
+                        bias="none", task_type="CAUSAL_LM")
+    return get_peft_model(model, config)
+
+
+def save_adapter(model, out_dir) -> Path:
+    """Only the adapter: adapter_config.json + adapter_model.safetensors (kilobytes, not the base model)."""
+    out = Path(out_dir)
+    model.save_pretrained(out)
+    return out
+
+
+def load_adapter(base_model, adapter_dir, trainable: bool = False):
+    """The base model with a saved adapter put back on (the base must be the one it was trained on)."""
+    from peft import PeftModel
+
+    return PeftModel.from_pretrained(base_model, str(adapter_dir), is_trainable=trainable)
+
+
+def sft(model, tokenizer, examples: Sequence[Example], *, steps: int, batch_size: int = 8, lr: float = 2e-3,
+        seed: int = 0, mask_prompt: bool = True, progress: bool = True, eval_every: int = 0,
+        eval_fn=None) -> list[dict]:
+    """Supervised fine-tuning: `train_causal_lm` on prompt -> solution pairs, prompt masked by default."""
+    return train_causal_lm(model, tokenizer, examples, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
+                           mask_prompt=mask_prompt, progress=progress, desc="SFT" if mask_prompt else "SFT (unmasked)",
+                           eval_every=eval_every, eval_fn=eval_fn)
+
+
+# -----------------------------------------------------------------------------
+# command line: python -m course_lib llm --method sft --model-name NAME --out DIR
+
+METHODS = ("sft",)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--method", choices=METHODS, default="sft", help="what to train (sft) [sft]")
+    parser.add_argument("--model-name", default=TINY,
+                        help=f"'{TINY}' (pretrained offline if missing), a folder, or a hub name such as "
+                             f"{DEEPSEEK_CODER_1_3B} [{TINY}]")
+    parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
+    parser.add_argument("--steps", type=int, default=150, help="optimiser steps [150]")
+    parser.add_argument("--batch-size", type=int, default=8, help="examples per step [8]")
+    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (LoRA wants a large one) [2e-3]")
+    parser.add_argument("--rank", type=int, default=8, help="LoRA rank r [8]")
+    parser.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scale alpha/r) [16]")
+    parser.add_argument("--targets", nargs="+", default=list(LORA_TARGETS), help="LoRA target modules [q_proj v_proj]")
+    parser.add_argument("--no-prompt-mask", action="store_true", help="score the prompt too (the wrong way, for comparison)")
+    parser.add_argument("--n-samples", type=int, default=10, help="samples per task for the pass rates (>= 10) [10]")
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature for the pass rates [0.8]")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="generation limit [128]")
+    parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
+    parser.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.set_defaults(func=main)
+
+
+def run_sft(args) -> dict:
+    """Load, add LoRA, SFT on the train pairs, save the adapter, evaluate; returns eval.json's content."""
+    from course_lib.evaluation import evaluate
+    from course_lib.tasks import load_humaneval, load_tasks
+
+    if args.n_samples < 10:
+        raise ValueError(f"--n-samples must be at least 10 (the pass rates are estimated from it), got {args.n_samples}")
+    out = Path(args.out)
+    if (out / "metrics.jsonl").exists():
+        raise FileExistsError(f"{out} already holds a run (metrics.jsonl); choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    start = time.perf_counter()
+    model, tokenizer = load_model(args.model_name, args.device)
+    tasks = load_tasks()
+    examples = sft_examples([t for t in tasks if t.split == "train"])
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    (out / "config.json").write_text(json.dumps(settings, indent=1) + "\n")
+    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets)
+    history = sft(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
+                  seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
+    with open(out / "metrics.jsonl", "w") as f:
+        for row in history:
+            f.write(json.dumps(row) + "\n")
+    save_adapter(model, out / "adapter")
+    train_seconds = time.perf_counter() - start
+    common = dict(n_samples=args.n_samples, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                  seed=args.seed, progress=not args.no_progress)
+    result = evaluate(model, tokenizer, tasks, **common)
+    if not args.no_humaneval:
+        result["humaneval"] = evaluate(model, tokenizer, load_humaneval("test"), **common)
+    result.update(method=args.method, model_name=args.model_name, seed=args.seed, sft_steps=args.steps,
+                  trainable_parameters=trainable_parameter_count(model),
+                  parameters=parameter_count(model.get_base_model().config),
+                  train_seconds=round(train_seconds, 1), wall_seconds=round(time.perf_counter() - start, 1))
+    (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def main(args) -> int:
+    try:
+        result = run_sft(args)
+    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        print(f"error: {e}")
+        return 2
+    for key in ("train_pass_rate", "val_pass_rate", "test_pass_rate"):
+        print(f"{key:16s} {result[key]:.3f}  (greedy pass@1 {result[key.replace('pass_rate', 'greedy_pass@1')]:.3f})")
+    if "humaneval" in result:
+        print(f"humaneval test   {result['humaneval']['test_pass_rate']:.3f}")
+    print(f"wrote {Path(args.out) / 'eval.json'} in {result['wall_seconds']:.1f} s")
+    return 0
