@@ -5,6 +5,7 @@ Commands:
     sync-setup-cells   rewrite every notebook's setup cell after changing _config.yml
     ppo                pretrain a GRU policy (or load one), train it with PPO, evaluate it (chapter 6)
     eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
+    llm                LoRA fine-tuning of a transformer coder (tiny, or DeepSeek-Coder), then evaluation (chapter 9)
 """
 
 from __future__ import annotations
@@ -37,6 +38,13 @@ def main(argv: list[str] | None = None) -> int:
         from course_lib import trainer
         trainer.add_arguments(ppo)
         trainer.add_eval_arguments(evaluate)
+    llm = commands.add_parser(
+        "llm", help="LoRA SFT of a transformer coder into --out (metrics.jsonl, adapter/, eval.json)",
+        description="Load --model-name (tiny, a folder, or a hub name), add LoRA, fine-tune, write "
+                    "DIR/metrics.jsonl, DIR/adapter/ and DIR/eval.json (pass rates from --n-samples per task).")
+    if words and words[0] == "llm":  # needs torch and transformers: imported only for it
+        from course_lib import llm as llm_module
+        llm_module.add_arguments(llm)
 
     args = parser.parse_args(argv)
     if args.command is None:

@@ -32,17 +32,20 @@ kept for the chapter to show).
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import time
+import warnings
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from course_lib.pretrain import IGNORE_INDEX, Example, batches, drop_leaks, pretraining_texts, task_examples
+from course_lib.pretrain import (IGNORE_INDEX, Example, batches, drop_leaks, find_leaks, pretraining_texts,
+                                task_examples)
 from course_lib.ppo import warmup_cosine
 
 TINY = "tiny"
@@ -283,20 +286,25 @@ def build_tiny_coder(vocab_size: int, seed: int = 0, **architecture):
 
 def pretrain_tiny_coder(out_dir=None, *, steps: int = 300, batch_size: int = 16, lr: float = 3e-3,
                         seed: int = 0, vocab_size: int = TINY_ARCHITECTURE["vocab_size"],
-                        architecture: dict | None = None, tasks=None, eval_every: int = 25,
-                        progress: bool = True):
+                        architecture: dict | None = None, tasks=None, examples: Sequence[Example] | None = None,
+                        tokenizer=None, eval_every: int = 25, progress: bool = True):
     """Tokenizer + LlamaForCausalLM trained from scratch on `pretraining_examples`; saved to out_dir if given.
 
     Every token is scored (a language model learns to write prompts too). Every
     eval_every steps the completion loss of the train and val solutions is measured
     (val: measured, never trained on). Returns (model, tokenizer, info); info has the
     curves, the data counts and the wall time, and is saved as pretraining.json.
+    examples and tokenizer default to `pretraining_examples(tasks)` and a tokenizer trained on them.
     """
     from course_lib.tasks import load_tasks
 
     tasks = load_tasks() if tasks is None else list(tasks)
-    examples = pretraining_examples(tasks)
-    tokenizer = train_tiny_tokenizer([e.prompt + e.target for e in examples], vocab_size)
+    examples = pretraining_examples(tasks) if examples is None else list(examples)
+    leaks = find_leaks(examples, tasks)
+    if leaks:
+        raise ValueError(f"pretraining data holds val/test solutions (example, task): {leaks[:3]}")
+    if tokenizer is None:
+        tokenizer = train_tiny_tokenizer([e.prompt + e.target for e in examples], vocab_size)
     model = build_tiny_coder(len(tokenizer), seed=seed, **(architecture or {}))
     train_pairs = task_examples([t for t in tasks if t.split == "train"])
     val_pairs = [Example(t.prompt, t.solution, f"val:{t.id}") for t in tasks if t.split == "val"]
@@ -384,7 +392,8 @@ def add_lora(model, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
 
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
                         bias="none", task_type="CAUSAL_LM")
-    return get_peft_model(model, config)
+    with _quiet_peft():
+        return get_peft_model(model, config)
 
 
 def save_adapter(model, out_dir) -> Path:
@@ -398,7 +407,16 @@ def load_adapter(base_model, adapter_dir, trainable: bool = False):
     """The base model with a saved adapter put back on (the base must be the one it was trained on)."""
     from peft import PeftModel
 
-    return PeftModel.from_pretrained(base_model, str(adapter_dir), is_trainable=trainable)
+    with _quiet_peft():
+        return PeftModel.from_pretrained(base_model, str(adapter_dir), is_trainable=trainable)
+
+
+@contextlib.contextmanager
+def _quiet_peft():
+    """peft asks transformers 5 a deprecated question (is_gradient_checkpointing); not the reader's concern."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message=".*is_gradient_checkpointing.*", category=FutureWarning)
+        yield
 
 
 def sft(model, tokenizer, examples: Sequence[Example], *, steps: int, batch_size: int = 8, lr: float = 2e-3,
@@ -423,7 +441,7 @@ def add_arguments(parser) -> None:
                              f"{DEEPSEEK_CODER_1_3B} [{TINY}]")
     parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
     parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
-    parser.add_argument("--steps", type=int, default=150, help="optimiser steps [150]")
+    parser.add_argument("--steps", type=int, default=100, help="optimiser steps [100]")
     parser.add_argument("--batch-size", type=int, default=8, help="examples per step [8]")
     parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (LoRA wants a large one) [2e-3]")
     parser.add_argument("--rank", type=int, default=8, help="LoRA rank r [8]")
@@ -435,6 +453,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=128, help="generation limit [128]")
     parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
     parser.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.set_defaults(func=main)
 
@@ -450,6 +470,8 @@ def run_sft(args) -> dict:
     if (out / "metrics.jsonl").exists():
         raise FileExistsError(f"{out} already holds a run (metrics.jsonl); choose another --out")
     out.mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
     start = time.perf_counter()
     model, tokenizer = load_model(args.model_name, args.device)
     tasks = load_tasks()

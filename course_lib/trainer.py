@@ -78,8 +78,8 @@ class PPOConfig:
     tasks_dir: str | None = _opt(None, "folder of task TOML files; none: the course's tasks/", str)
     rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
     # --- pretraining (only when no --pretrained) ----------------------------------
-    hidden_dim: int = _opt(256, "GRU memory size (pretraining from scratch only)")
-    embed_dim: int = _opt(64, "size of each token's vector (pretraining from scratch only)")
+    hidden_dim: int | None = _opt(None, "GRU memory size; none: 256 when pretraining, the checkpoint's with --pretrained", int)
+    embed_dim: int | None = _opt(None, "size of each token's vector; none: 64 when pretraining, the checkpoint's", int)
     pretrain_regime: str = _opt("memorise", "pretraining data, see course_lib.pretrain", choices=("memorise", "broad"))
     pretrain_epochs: int = _opt(60, "passes over the pretraining data")
     pretrain_lr: float = _opt(3e-3, "pretraining learning rate (cosine-decayed)")
@@ -121,6 +121,9 @@ class PPOConfig:
     # --- logging and saving --------------------------------------------------------------
     eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")
     save_every: int = _opt(10, "write train_state.pt every this many updates (and at the end)")
+
+    def __post_init__(self):
+        self.validate()
 
     # -- helpers ------------------------------------------------------------------------
     def to_dict(self) -> dict:
@@ -173,8 +176,10 @@ class PPOConfig:
              f"rl_splits={self.rl_splits!r}: only 'train' and 'val' may give reward; 'test' tasks are never "
              "trained on (they measure generalisation)" if "test" in splits else
              f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
+        for name in ("hidden_dim", "embed_dim"):
+            need(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
         for name in ("updates", "episodes_per_update", "epochs", "minibatch_size", "max_new_tokens",
-                     "hidden_dim", "embed_dim", "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
+                     "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
                      "sil_per_task", "episodes_per_task"):
             need(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
@@ -559,7 +564,7 @@ class PPOTrainer:
 
     # -- setup ----------------------------------------------------------------------
     def _starting_policy(self):
-        from course_lib.checkpoints import load_checkpoint, save_checkpoint
+        from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
         from course_lib.models import GRUConfig, GRUPolicy
         from course_lib.pretrain import pretrain, pretraining_texts
 
@@ -569,9 +574,15 @@ class PPOTrainer:
                 raise ConfigError(f"pretrained checkpoint {c.pretrained} does not exist; omit --pretrained "
                                   "to pretrain from scratch, or run chapter 4's notebook to create it")
             model, _, _ = load_checkpoint(c.pretrained, tokenizer=self.tokenizer)
+            for name in ("hidden_dim", "embed_dim"):
+                wanted, saved = getattr(c, name), getattr(model.config, name)
+                if wanted is not None and wanted != saved:
+                    raise CheckpointMismatchError(
+                        f"{c.pretrained} has {name}={saved} but the settings ask for {name}={wanted}; drop "
+                        f"--{name.replace('_', '-')} (the checkpoint decides) or pretrain a new model without --pretrained")
             return model
         start = time.perf_counter()
-        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim, hidden_dim=c.hidden_dim))
+        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim or 64, hidden_dim=c.hidden_dim or 256))
         examples = pretraining_texts(c.pretrain_regime, tasks=self.tasks, tokenizer=self.tokenizer)
         pretrain(model, self.tokenizer, examples, epochs=c.pretrain_epochs, lr=c.pretrain_lr,
                  batch_size=c.pretrain_batch_size, seed=c.seed, progress=self.progress)

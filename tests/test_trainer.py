@@ -1,0 +1,196 @@
+"""The PPO trainer and its command line: resume, evaluation files, errors, the split rules, learning."""
+
+from __future__ import annotations
+
+import json
+import textwrap
+
+import pytest
+import torch
+
+from course_lib import trainer as tr
+from course_lib.__main__ import main
+from course_lib.checkpoints import save_checkpoint
+from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.tokenizers import CharTokenizer, course_tokenizer
+from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler, run
+
+# A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
+TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
+            episodes_per_update=8, episodes_per_task=2, minibatch_size=4, epochs=2, max_new_tokens=12,
+            eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0)
+
+
+def without_timings(rows):
+    return [{k: v for k, v in row.items() if k not in tr.TIMING_KEYS} for row in rows]
+
+
+@pytest.fixture(scope="module")
+def finished_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("uninterrupted")
+    result = run(PPOConfig(**TINY), out, progress=False, log=lambda *a: None)
+    return out, result
+
+
+def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(finished_run, tmp_path):
+    full_dir, full_result = finished_run
+    config = PPOConfig(**TINY)
+    assert run(config, tmp_path, stop_after=2, progress=False, log=lambda *a: None) is None  # "interrupted"
+    assert len(tr.read_metrics(tmp_path)) == 2 and (tmp_path / tr.STATE_FILE).exists()
+    resumed = run(config, tmp_path, resume=True, progress=False, log=lambda *a: None)
+
+    assert without_timings(tr.read_metrics(tmp_path)) == without_timings(tr.read_metrics(full_dir))
+    drop = {"wall_seconds", "pretrain_seconds"}
+    assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in full_result.items() if k not in drop}
+    a = torch.load(full_dir / tr.POLICY_FILE, weights_only=True)["state_dict"]
+    b = torch.load(tmp_path / tr.POLICY_FILE, weights_only=True)["state_dict"]
+    assert all(torch.equal(a[k], b[k]) for k in a)
+
+
+def test_resume_with_other_settings_is_refused(tmp_path):
+    run(PPOConfig(**TINY), tmp_path, stop_after=1, progress=False, log=lambda *a: None)
+    with pytest.raises(ConfigError, match="lr was 0.001, now 0.002"):
+        run(PPOConfig(**{**TINY, "lr": 0.002}), tmp_path, resume=True, progress=False)
+    with pytest.raises(ConfigError, match="already holds a run"):
+        run(PPOConfig(**TINY), tmp_path, progress=False)
+
+
+def test_eval_json_has_every_promised_field(finished_run):
+    out, _ = finished_run
+    result = json.loads((out / tr.EVAL_FILE).read_text())
+    keys = ["train_pass_rate", "val_pass_rate", "test_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
+            "test_near_pass_rate", "test_far_pass_rate"]
+    for key in keys:
+        assert 0.0 <= result[key] <= 1.0
+        assert 0.0 <= result["baseline"][key] <= 1.0
+    ids = [row["id"] for row in result["per_task"]]
+    assert len(ids) == len(set(ids)) == 76
+    assert {row["split"] for row in result["per_task"]} == {"train", "val", "test"}
+    assert set(result["per_task"][0]) >= {"id", "split", "novelty", "passed", "status", "completion"}
+    metrics = tr.read_metrics(out)
+    assert [m["update"] for m in metrics] == [0, 1, 2, 3]
+    for key in ("reward_mean", "approx_kl", "clip_frac", "explained_variance", "entropy", "ratio_mean",
+                "ratio_std", "value_loss", "policy_loss", "lr", "wall_s", "train_pass_rate_sampled",
+                "val_pass_rate_sampled"):
+        assert key in metrics[-1], key
+    assert "val_pass_rate_greedy" in metrics[1] and "test_pass_rate_greedy" not in metrics[1]
+    assert PPOConfig.load(out / tr.CONFIG_FILE) == PPOConfig(**TINY)
+
+
+def test_no_test_task_is_ever_rolled_out(monkeypatch):
+    rolled = []
+    real = tr.collect_rollout
+
+    def spy(model, tokenizer, tasks, **kw):
+        rolled.extend(tasks)
+        return real(model, tokenizer, tasks, **kw)
+
+    monkeypatch.setattr(tr, "collect_rollout", spy)
+    tok = course_tokenizer()
+    torch.manual_seed(0)
+    model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
+    trainer = PPOTrainer(PPOConfig(**{**TINY, "updates": 3, "episodes_per_update": 32, "episodes_per_task": 1}),
+                         model=model, tokenizer=tok, progress=False)
+    trainer.train()
+    assert {t.split for t in rolled} == {"train", "val"}  # val is rolled out (for its tests), test never
+    assert not [i for i in trainer.sampler.drawn if trainer.tasks_by_id[i].split == "test"]
+    with pytest.raises(ConfigError, match="never trained on"):
+        PPOConfig(rl_splits="train,val,test")
+    with pytest.raises(ValueError, match="refuses test tasks"):
+        TaskSampler(trainer.tasks, seed=0, unsolved_weight=1.0, min_weight=0.05)
+
+
+TOY = textwrap.dedent('''
+    family = "toy"
+    description = "stopping at once passes: the docstring alone is a valid body"
+
+    [[task]]
+    id = "nothing"
+    split = "train"
+    entry_point = "nothing"
+    prompt = """def nothing(x: int):\\n    \\"\\"\\"Return nothing.\\"\\"\\"\\n"""
+    solution = "    pass\\n"
+    tests = ["assert nothing(1) is None", "assert nothing(2) is None"]
+
+    [[task]]
+    id = "nothing_val"
+    split = "val"
+    novelty = "near"
+    entry_point = "nothing_val"
+    prompt = """def nothing_val(x: int):\\n    \\"\\"\\"Return nothing.\\"\\"\\"\\n"""
+    solution = "    pass\\n"
+    tests = ["assert nothing_val(1) is None"]
+''')
+
+
+def test_a_tiny_run_raises_the_reward_on_a_toy_task(tmp_path):
+    (tmp_path / "toy.toml").write_text(TOY)
+    tok = course_tokenizer()
+    torch.manual_seed(0)
+    model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
+    config = PPOConfig(tasks_dir=str(tmp_path), updates=8, episodes_per_update=32, episodes_per_task=16,
+                       minibatch_size=16, epochs=4, lr=0.02, warmup_updates=0, max_new_tokens=8, temperature=1.0,
+                       bc_coef=0.0, sil_coef=0.0, eval_every=0, target_kl=None)
+    trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
+    rewards = [m["reward_mean"] for m in trainer.train()]
+    assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.2, rewards
+
+
+# -- the command line -----------------------------------------------------------------------
+
+def test_config_file_and_options_combine(tmp_path):
+    path = tmp_path / "c.json"
+    PPOConfig(lr=0.005, updates=7).save(path)
+    assert PPOConfig.load(path) == PPOConfig(lr=0.005, updates=7)
+    import argparse
+    parser = argparse.ArgumentParser()
+    tr.add_arguments(parser)
+    args = parser.parse_args(["--out", "x", "--config", str(path), "--updates", "9", "--no-norm-adv",
+                              "--value-clip-eps", "none"])
+    config = tr.config_from_args(args)
+    assert (config.lr, config.updates, config.norm_adv, config.value_clip_eps) == (0.005, 9, False, None)
+
+
+def test_cli_rejects_bad_options(tmp_path, capsys):
+    with pytest.raises(SystemExit) as e:
+        main(["ppo", "--out", str(tmp_path), "--clip-eps", "abc"])
+    assert e.value.code == 2 and "--clip-eps" in capsys.readouterr().err
+    assert main(["ppo", "--out", str(tmp_path), "--rl-splits", "train,test"]) == 2
+    assert "never trained on" in capsys.readouterr().out
+    assert main(["ppo", "--out", str(tmp_path), "--minibatch-size", "100", "--episodes-per-update", "64"]) == 2
+    assert "cannot exceed" in capsys.readouterr().out
+    (tmp_path / "bad.json").write_text('{"learning_rate": 0.1}')
+    assert main(["ppo", "--out", str(tmp_path), "--config", str(tmp_path / "bad.json")]) == 2
+    assert "unknown setting(s) ['learning_rate']" in capsys.readouterr().out
+    assert main(["ppo", "--out", str(tmp_path / "new"), "--resume"]) == 2
+    assert "nothing to resume" in capsys.readouterr().out
+
+
+def test_cli_rejects_mismatched_checkpoints(tmp_path, capsys):
+    other = CharTokenizer.from_texts(["def f(x):\n    return x\n"])
+    save_checkpoint(tmp_path / "other.pt", GRUPolicy(GRUConfig(len(other), embed_dim=8, hidden_dim=16)), other)
+    assert main(["ppo", "--out", str(tmp_path / "run"), "--pretrained", str(tmp_path / "other.pt")]) == 2
+    assert "another vocabulary" in capsys.readouterr().out
+    assert main(["eval", "--checkpoint", str(tmp_path / "other.pt")]) == 2
+    assert "cannot read task" in capsys.readouterr().out
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    assert main(["eval", "--checkpoint", str(tmp_path / "junk.pt")]) == 2
+    assert "could not be read as a checkpoint" in capsys.readouterr().out
+    assert main(["eval", "--checkpoint", str(tmp_path / "missing.pt")]) == 2
+    tok = course_tokenizer()
+    save_checkpoint(tmp_path / "ours.pt", GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16)), tok)
+    assert main(["ppo", "--out", str(tmp_path / "run2"), "--pretrained", str(tmp_path / "ours.pt"),
+                 "--hidden-dim", "32", "--updates", "1"]) == 2
+    assert "hidden_dim" in capsys.readouterr().out
+
+
+def test_cli_eval_on_another_task_folder(tmp_path, capsys):
+    (tmp_path / "toy.toml").write_text(TOY)
+    tok = course_tokenizer()
+    torch.manual_seed(0)
+    save_checkpoint(tmp_path / "ours.pt", GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16)), tok)
+    assert main(["eval", "--checkpoint", str(tmp_path / "ours.pt"), "--tasks", str(tmp_path),
+                 "--max-new-tokens", "4", "--out", str(tmp_path / "e.json")]) == 0
+    result = json.loads((tmp_path / "e.json").read_text())
+    assert [r["id"] for r in result["per_task"]] == ["nothing", "nothing_val"]
+    assert "train_pass_rate" in capsys.readouterr().out
