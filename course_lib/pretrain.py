@@ -10,7 +10,7 @@ are scored: the prompt is given, not written, and padding is not text at all.
 
 Two pretraining regimes (`pretraining_texts`), a teaching choice:
 
-    memorise  the 42 training tasks' prompt -> solution pairs (what seed 000 did)
+    memorise  the training tasks' prompt -> solution pairs (what seed 000 did)
     broad     the same pairs plus short functions from Python's standard library,
               cut like our tasks: signature + first docstring line -> body
 
@@ -21,9 +21,11 @@ test checks the actual data, and `drop_leaks` filters any example that holds one
 from __future__ import annotations
 
 import ast
+import functools
 import os
 import random
 import re
+import warnings
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
@@ -68,6 +70,14 @@ def stdlib_functions(tokenizer, *, max_body_chars: int = 150, methods: bool = Fa
     other data.
     """
     vocab = set(tokenizer.vocab[3:])
+    return [e for e in _stdlib_candidates()
+            if len(e.target) <= max_body_chars and set(e.prompt + e.target) <= vocab
+            and (methods or not re.search(r"\b(self|cls)\b", e.prompt + e.target))]
+
+
+@functools.lru_cache(maxsize=1)
+def _stdlib_candidates() -> tuple[Example, ...]:
+    """Every documented function of the stdlib's top-level modules, in a fixed order (parsed once)."""
     out = []
     for path in sorted(Path(os.__file__).parent.glob("*.py")):
         try:
@@ -76,13 +86,8 @@ def stdlib_functions(tokenizer, *, max_body_chars: int = 150, methods: bool = Fa
         except (SyntaxError, UnicodeDecodeError, ValueError):
             continue
         lines = source.splitlines(keepends=True)
-        for node in ast.walk(tree):
-            example = _function_example(node, lines, path.stem)
-            if (example and len(example.target) <= max_body_chars
-                    and set(example.prompt + example.target) <= vocab
-                    and (methods or not re.search(r"\b(self|cls)\b", example.prompt + example.target))):
-                out.append(example)
-    return out
+        out += [e for node in ast.walk(tree) if (e := _function_example(node, lines, path.stem))]
+    return tuple(out)
 
 
 def _function_example(node, lines: list[str], module: str) -> Example | None:
@@ -103,6 +108,12 @@ def _function_example(node, lines: list[str], module: str) -> Example | None:
     target = "".join(line[indent:] for line in body)
     if not target.endswith("\n"):
         target += "\n"
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # e.g. SyntaxWarning for an odd escape: not ours to report
+            compile(prompt + target, module, "exec", dont_inherit=True)
+    except (SyntaxError, ValueError):
+        return None
     return Example(prompt, target, f"stdlib:{module}.{node.name}")
 
 
@@ -112,7 +123,7 @@ def held_out_solutions(tasks) -> dict[str, str]:
 
 
 def find_leaks(examples: Sequence[Example], tasks) -> list[tuple[str, str]]:
-    """(example source, task id) for every example that holds a val/test solution as a substring."""
+    """(example source, task id) for every example whose text holds a val/test solution as a substring."""
     solutions = held_out_solutions(tasks)
     return [(e.source, task_id) for e in examples for task_id, s in solutions.items()
             if s in e.prompt + e.target]
@@ -120,8 +131,8 @@ def find_leaks(examples: Sequence[Example], tasks) -> list[tuple[str, str]]:
 
 def drop_leaks(examples: Sequence[Example], tasks) -> list[Example]:
     """The examples that hold no val/test solution (a short one like `return a - b` can occur by chance)."""
-    leaked = {source for source, _ in find_leaks(examples, tasks)}
-    return [e for e in examples if e.source not in leaked]
+    solutions = held_out_solutions(tasks).values()
+    return [e for e in examples if not any(s in e.prompt + e.target for s in solutions)]
 
 
 def pretraining_texts(regime: str, *, tasks=None, tokenizer=None, train_repeats: int = 4,

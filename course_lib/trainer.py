@@ -9,7 +9,7 @@ this module is the loop around it. One *update* is, in the order of the maths:
     1. ROLLOUT   sample B episodes of the tasks in lockstep with the action mask,
                  recording each token's log-probability and the critic's value
     2. REWARD    one sandbox batch scores every program; the reward sits on the last token
-    3. GAE       advantages and returns (bootstrapping only episodes cut by the length limit)
+    3. GAE       advantages and returns (optionally bootstrapping episodes cut by the length limit)
     4. LEARN     a few epochs of minibatches of the clipped PPO loss, with gradient-norm
                  clipping, a warm-up + cosine learning rate, and an early stop when the
                  approximate KL to the rollout policy grows past `target_kl`
@@ -77,17 +77,18 @@ class PPOConfig:
     pretrained: str | None = _opt(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
     tasks_dir: str | None = _opt(None, "folder of task TOML files; none: the course's tasks/", str)
     rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
+    threads: int = _opt(1, "torch CPU threads (small matrices: one is as fast, and leaves a core to the sandbox)")
     # --- pretraining (only when no --pretrained) ----------------------------------
     hidden_dim: int | None = _opt(None, "GRU memory size; none: 256 when pretraining, the checkpoint's with --pretrained", int)
     embed_dim: int | None = _opt(None, "size of each token's vector; none: 64 when pretraining, the checkpoint's", int)
     pretrain_regime: str = _opt("memorise", "pretraining data, see course_lib.pretrain", choices=("memorise", "broad"))
-    pretrain_epochs: int = _opt(60, "passes over the pretraining data")
-    pretrain_lr: float = _opt(3e-3, "pretraining learning rate (cosine-decayed)")
-    pretrain_batch_size: int = _opt(8, "examples per pretraining batch")
+    pretrain_epochs: int = _opt(150, "passes over the pretraining data")
+    pretrain_lr: float = _opt(1e-2, "pretraining learning rate (cosine-decayed)")
+    pretrain_batch_size: int = _opt(64, "examples per pretraining batch (64: all 46 train tasks in one batch)")
     # --- rollouts -------------------------------------------------------------------
-    updates: int = _opt(40, "number of PPO updates (rollout + learning) in the run")
-    episodes_per_update: int = _opt(64, "episodes sampled in lockstep per update (B)")
-    episodes_per_task: int = _opt(4, "episodes per drawn task (its prompt is read once for all of them)")
+    updates: int = _opt(30, "number of PPO updates (rollout + learning) in the run")
+    episodes_per_update: int = _opt(128, "episodes sampled in lockstep per update (B)")
+    episodes_per_task: int = _opt(8, "episodes per drawn task (its prompt is read once for all of them)")
     temperature: float = _opt(1.5, "sampling temperature of the rollout policy softmax(logits / T); > 1 explores more")
     max_new_tokens: int = _opt(160, "an episode is truncated after this many tokens without <eos>")
     unsolved_weight: float = _opt(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
@@ -97,25 +98,26 @@ class PPOConfig:
     # --- GAE ------------------------------------------------------------------------
     gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
     gae_lambda: float = _opt(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
-    bootstrap_truncated: bool = _opt(True, "add gamma * V(next state) after an episode cut by max_new_tokens")
+    bootstrap_truncated: bool = _opt(False, "add gamma * V(next state) after an episode cut by max_new_tokens "
+                                            "(off: CodeGenEnv pays the cut program in full at the cut)")
     # --- the PPO loss ----------------------------------------------------------------
     clip_eps: float = _opt(0.2, "policy clipping: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps]")
     value_clip_eps: float | None = _opt(0.2, "value clipping around the rollout's values; none: unclipped", float)
     vf_coef: float = _opt(0.5, "weight of the value loss")
-    ent_coef: float = _opt(0.0, "weight of the entropy bonus (more: more exploration)")
+    ent_coef: float = _opt(0.01, "weight of the entropy bonus (more: more exploration)")
     norm_adv: bool = _opt(True, "normalise advantages to zero mean, unit variance per update")
     kl_coef: float = _opt(0.0, "weight of KL(policy || frozen pretrained policy); 0: off")
     # --- optimisation ---------------------------------------------------------------
-    epochs: int = _opt(4, "passes over each update's episodes")
-    minibatch_size: int = _opt(32, "episodes per gradient step")
+    epochs: int = _opt(2, "passes over each update's episodes")
+    minibatch_size: int = _opt(64, "episodes per gradient step")
     lr: float = _opt(1e-3, "peak learning rate (Adam)")
     warmup_updates: int = _opt(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = _opt(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
     max_grad_norm: float = _opt(1.0, "global gradient-norm clipping")
     target_kl: float | None = _opt(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float)
     # --- teacher terms (chapter 8) -----------------------------------------------------
-    bc_coef: float = _opt(0.5, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
-    sil_coef: float = _opt(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
+    bc_coef: float = _opt(1.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
+    sil_coef: float = _opt(1.0, "weight of self-imitation: cross-entropy on the policy's own passing programs")
     teacher_batch_size: int = _opt(16, "examples per gradient step for the two terms above")
     sil_per_task: int = _opt(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
     # --- logging and saving --------------------------------------------------------------
@@ -180,7 +182,7 @@ class PPOConfig:
             need(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
         for name in ("updates", "episodes_per_update", "epochs", "minibatch_size", "max_new_tokens",
                      "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
-                     "sil_per_task", "episodes_per_task"):
+                     "sil_per_task", "episodes_per_task", "threads"):
             need(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
@@ -325,7 +327,7 @@ def distinct_prompts(tasks, tokenizer):
 @torch.no_grad()
 def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperature: float,
                     max_new_tokens: int, generator: torch.Generator, reward_fn=None,
-                    timeout: float = 2.0, bootstrap_truncated: bool = True) -> Rollout:
+                    timeout: float = 2.0, bootstrap_truncated: bool = False) -> Rollout:
     """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call.
 
     Only the episodes still running are fed to the network at each step (finished rows
@@ -526,6 +528,7 @@ class PPOTrainer:
         self.out = Path(out_dir) if out_dir is not None else None
         self.started = time.perf_counter()
         self.wall_offset = 0.0  # seconds spent before a resume
+        torch.set_num_threads(config.threads)
         random.seed(config.seed)
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)
@@ -560,7 +563,6 @@ class PPOTrainer:
         self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches
         self.update = 0
         self.metrics: list[dict] = []
-        self.baseline: dict | None = None
 
     # -- setup ----------------------------------------------------------------------
     def _starting_policy(self):
@@ -710,9 +712,6 @@ class PPOTrainer:
         if self.out is not None:
             self.out.mkdir(parents=True, exist_ok=True)
             c.save(self.out / CONFIG_FILE)
-        if self.baseline is None:  # the pretrained start, measured once (train and val only here)
-            self.baseline = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
-                                            max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
         last = c.updates if stop_after is None else min(c.updates, stop_after)
         bar = tqdm(total=c.updates, initial=self.update, desc="PPO updates", unit="update", disable=not self.progress)
         try:
@@ -737,14 +736,14 @@ class PPOTrainer:
 
     def save_state(self) -> None:
         """Everything the next update depends on: weights, Adam's moments, every random generator, the sampler,
-        the passing programs, the baseline. (The learning-rate schedule is a function of `update`: nothing to save.)"""
+        the passing programs. (The learning-rate schedule is a function of `update`: nothing to save.)"""
         state = {
             "update": self.update, "config": self.config.to_dict(),
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "sample_generator": self.sample_generator.get_state(),
             "rng": self.rng.bit_generator.state, "sampler": self.sampler.state_dict(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": _np_global_state(), "python_rng": random.getstate(),
-            "passing": self.passing.programs, "baseline": self.baseline, "wall_s": self.wall(),
+            "passing": self.passing.programs, "wall_s": self.wall(),
             "pretrain_seconds": self.pretrain_seconds,
         }
         tmp = self.out / (STATE_FILE + ".tmp")
@@ -769,7 +768,6 @@ class PPOTrainer:
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         self.passing.programs = {k: list(v) for k, v in state["passing"].items()}
-        self.baseline = state["baseline"]
         self.wall_offset = state["wall_s"] - (time.perf_counter() - self.started)
         self.pretrain_seconds = state["pretrain_seconds"]
         if self.out is not None and (self.out / METRICS_FILE).exists():  # drop lines written after the save

@@ -1,0 +1,151 @@
+"""PPO against sampling-and-filtering at equal wall time, over several seeds (chapter 6).
+
+    python benchmarks/ppo_benchmark.py [--seeds 0 1 2] [--out runs/ppo_benchmark] [-- extra ppo options]
+
+For each seed:
+1. the whole command ``python -m course_lib ppo --seed N --out OUT/seedN`` (pretraining included) is
+   timed from outside: that is the "whole command" wall time the course's target is about;
+2. from the same pretrained start (OUT/seedN/pretrained.pt) and for the same number of seconds
+   the PPO updates took, best-of-N sampling and expert iteration run on the same tasks
+   (train + val; never test), then expert iteration's policy is evaluated greedily.
+
+Prints mean and spread (sample standard deviation) of every figure, and writes
+OUT/summary.json plus a compact copy for the chapter's notebook (--notebook-data).
+Wall times depend on the machine and on what else runs on it: note the load.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def ppo_seconds(run_dir: Path) -> float:
+    """Seconds the PPO updates took (first update's start to the last update's end)."""
+    from course_lib.trainer import read_metrics
+    metrics = read_metrics(run_dir)
+    first = metrics[0]
+    start = first["wall_s"] - first["rollout_s"] - first["learn_s"]
+    return metrics[-1]["wall_s"] - start
+
+
+def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
+    import torch
+
+    from course_lib.baselines import best_of_n, expert_iteration
+    from course_lib.checkpoints import load_checkpoint
+    from course_lib.tasks import load_tasks
+    from course_lib.trainer import PPOConfig, evaluate_policy
+
+    run_dir = out / f"seed{seed}"
+    command = [sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
+               "--no-progress", *extra]
+    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, check=True, cwd=ROOT)
+    command_s = time.perf_counter() - start
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    command_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    ppo = json.loads((run_dir / "eval.json").read_text())
+    config = PPOConfig.load(run_dir / "config.json")
+    budget = ppo_seconds(run_dir)
+
+    tasks = load_tasks(tasks_dir=config.tasks_dir)
+    rl_tasks = [t for t in tasks if t.split in config.splits]
+    model, tok, extra_info = load_checkpoint(run_dir / "pretrained.pt")
+    alphabet = extra_info["alphabet"]
+    torch.manual_seed(seed)
+    bon = best_of_n(model, tok, rl_tasks, temperature=config.temperature, samples_per_round=8,
+                    time_budget=budget, seed=seed, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens,
+                    progress=False)
+    ei = expert_iteration(model, tok, tasks, rl_splits=config.splits, temperature=config.temperature,
+                          episodes_per_round=config.episodes_per_update, episodes_per_task=config.episodes_per_task,
+                          time_budget=budget, lr=config.lr, batch_size=config.teacher_batch_size,
+                          per_task=config.sil_per_task, seed=seed, allowed_ids=alphabet,
+                          max_new_tokens=config.max_new_tokens, eval_every=2, progress=False)
+    ei_eval = evaluate_policy(model, tok, tasks, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens)
+    result = {
+        "seed": seed, "command_seconds": round(command_s, 1), "command_cpu_seconds": round(command_cpu, 1), "ppo_update_seconds": round(budget, 1),
+        "pretrain_seconds": ppo["pretrain_seconds"], "load_average": round(os.getloadavg()[0], 2),
+        "ppo": {k: v for k, v in ppo.items() if k.endswith("pass_rate")},
+        "pretrained": {k: v for k, v in ppo["baseline"].items() if k.endswith("pass_rate")},
+        "best_of_n": {"val_solved": bon["val_solved"], "train_solved": bon.get("train_solved"),
+                      "samples": bon["samples"], "wall_s": bon["wall_s"], "curve": bon["curve"]},
+        "expert_iteration": {**{k: v for k, v in ei_eval.items() if k.endswith("pass_rate")},
+                             "rounds": ei["rounds"], "wall_s": ei["wall_s"], "curve": ei["curve"]},
+    }
+    (run_dir / "baselines.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def summarise(results: list[dict]) -> dict:
+    def stats(values):
+        values = [v for v in values if v is not None]
+        return {"mean": round(statistics.mean(values), 4),
+                "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
+                "values": values}
+
+    rows = {}
+    for key in ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
+                "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate"):
+        for method in ("pretrained", "ppo", "expert_iteration"):
+            rows[f"{method}.{key}"] = stats([r[method].get(key) for r in results])
+    rows["best_of_n.val_solved"] = stats([r["best_of_n"]["val_solved"] for r in results])
+    rows["command_seconds"] = stats([r["command_seconds"] for r in results])
+    rows["command_cpu_seconds"] = stats([r["command_cpu_seconds"] for r in results])
+    rows["ppo_update_seconds"] = stats([r["ppo_update_seconds"] for r in results])
+    rows["pretrain_seconds"] = stats([r["pretrain_seconds"] for r in results])
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "ppo_benchmark")
+    parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / "ppo_benchmark.json",
+                        help="compact results the chapter-6 notebook plots (metrics curves included)")
+    parser.add_argument("extra", nargs="*", help="options passed on to `python -m course_lib ppo` (after --)")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    results = []
+    for seed in args.seeds:
+        if (args.out / f"seed{seed}" / "baselines.json").exists():
+            results.append(json.loads((args.out / f"seed{seed}" / "baselines.json").read_text()))
+            print(f"seed {seed}: already done, reusing {args.out / f'seed{seed}'}")
+            continue
+        print(f"seed {seed}: running ...", flush=True)
+        results.append(run_seed(seed, args.out, args.extra))
+    summary = summarise(results)
+    print(f"\n{'figure':42s} {'mean':>7s} {'std':>7s}   per seed")
+    for key, s in summary.items():
+        print(f"{key:42s} {s['mean']:7.3f} {s['std']:7.3f}   {s['values']}")
+    (args.out / "summary.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=1) + "\n")
+
+    from course_lib.trainer import read_metrics
+    keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
+            "train_pass_rate_greedy", "val_pass_rate_greedy", "approx_kl", "clip_frac", "explained_variance",
+            "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",
+            "epochs_done", "truncated_frac")
+    data = {"seeds": args.seeds, "summary": summary, "runs": results,
+            "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}
+                                          for m in read_metrics(args.out / f"seed{r['seed']}")] for r in results},
+            "config": json.loads((args.out / f"seed{args.seeds[0]}" / "config.json").read_text()),
+            "per_task": {str(r["seed"]): [{k: row[k] for k in ("id", "split", "novelty", "passed", "completion")}
+                                          for row in json.loads((args.out / f"seed{r['seed']}" / "eval.json")
+                                                                .read_text())["per_task"]] for r in results}}
+    args.notebook_data.parent.mkdir(parents=True, exist_ok=True)
+    args.notebook_data.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
