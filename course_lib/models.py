@@ -108,21 +108,23 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
     """
     was_training = model.training
     model.eval()
-    device = model.embed.weight.device
-    mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
-    logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
-    out: list[list[int]] = [[] for _ in prompts]
-    done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
-    for _ in range(max_new_tokens):
-        logits = logits.masked_fill(~mask, float("-inf"))
-        token = choose_next(logits, temperature=temperature, greedy=greedy, generator=generator)
-        for i in (~done).nonzero().flatten().tolist():
-            out[i].append(int(token[i]))
-        done |= token == tokenizer.eos_id
-        if done.all():
-            break
-        logits, _, hidden = model.step(token, hidden)
-    model.train(was_training)
+    try:
+        device = model.embed.weight.device
+        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
+        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
+        out: list[list[int]] = [[] for _ in prompts]
+        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+        for _ in range(max_new_tokens):
+            logits = logits.masked_fill(~mask, float("-inf"))
+            token = choose_next(logits, temperature=temperature, greedy=greedy, generator=generator)
+            for i in (~done).nonzero().flatten().tolist():
+                out[i].append(int(token[i]))
+            done |= token == tokenizer.eos_id
+            if done.all():
+                break
+            logits, _, hidden = model.step(token, hidden)
+    finally:
+        model.train(was_training)
     return out
 
 

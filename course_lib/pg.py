@@ -9,8 +9,9 @@ bandit) or one whole completion a = (a_1, ..., a_T) scored once at the end:
 
 b is a *baseline*: any number that does not depend on the sampled a (and, per
 token, any function of the state s_t). It leaves the expected gradient alone and
-can shrink its variance a lot (or, badly chosen, grow it; chapter 5 measures both). REINFORCE estimates the expectation with a batch
-of samples and takes a gradient step; as a loss to minimise:
+changes only its variance: down a lot when chosen well, up when not (chapter 5
+measures both). REINFORCE estimates the expectation with a batch of samples and
+takes a gradient step; as a loss to minimise:
 
     loss = -(1/B) sum_i sum_t mask_it * log pi(a_it | s_it) * (R_i - b_it)
 
