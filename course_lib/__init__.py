@@ -7,6 +7,7 @@ One module per idea, named in the book's vocabulary:
 - ``tokenizers`` characters and byte-pair encoding (chapter 2)
 - ``env``        the gymnasium code-generation environment, ``CodeGen-v0`` (chapter 3)
 - ``models``, ``pretrain``, ``checkpoints``   the GRU policy and its pretraining (chapter 4)
+- ``pg``         REINFORCE, baselines, gradient variance (chapter 5)
 - ``ppo``        GAE, the clipped loss and its diagnostics (chapter 6)
 - ``reproduce``  the papermill batch that executes every chapter
 - ``colab``      the setup cell every notebook starts with

@@ -382,13 +382,17 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
 # LoRA with peft
 
 def add_lora(model, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
-             targets: Sequence[str] = LORA_TARGETS):
+             targets: Sequence[str] = LORA_TARGETS, seed: int | None = None):
     """Wrap model with LoRA adapters on the target projections; only the adapters train.
 
     Each target W (frozen) becomes W + (alpha / rank) * B A, with A random and B zero,
     so the wrapped model starts out computing exactly what the base model computes.
+    seed fixes A's random start (otherwise it comes from torch's global generator).
     """
     from peft import LoraConfig, get_peft_model
+
+    if seed is not None:
+        torch.manual_seed(seed)
 
     config = LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=dropout, target_modules=list(targets),
                         bias="none", task_type="CAUSAL_LM")
@@ -478,7 +482,7 @@ def run_sft(args) -> dict:
     examples = sft_examples([t for t in tasks if t.split == "train"])
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     (out / "config.json").write_text(json.dumps(settings, indent=1) + "\n")
-    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets)
+    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
     history = sft(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
                   seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
     with open(out / "metrics.jsonl", "w") as f:
