@@ -293,7 +293,7 @@ def pretrain_tiny_coder(out_dir=None, *, steps: int = 300, batch_size: int = 16,
     Every token is scored (a language model learns to write prompts too). Every
     eval_every steps the completion loss of the train and val solutions is measured
     (val: measured, never trained on). Returns (model, tokenizer, info); info has the
-    curves, the data counts and the wall time, and is saved as pretraining.json.
+    curves, the data counts and the wall time, and is saved (all but the time) as pretraining.json.
     examples and tokenizer default to `pretraining_examples(tasks)` and a tokenizer trained on them.
     """
     from course_lib.tasks import load_tasks
@@ -335,8 +335,9 @@ def save_model(model, tokenizer, out_dir, info: dict | None = None) -> Path:
     out.mkdir(parents=True, exist_ok=True)
     model.save_pretrained(out)
     tokenizer.save_pretrained(out)
-    if info is not None:
-        (out / PRETRAINING_FILE).write_text(json.dumps(info, indent=1) + "\n")
+    if info is not None:  # without the wall time, so re-running the batch rewrites the folder byte for byte
+        saved = {k: v for k, v in info.items() if k != "seconds"}
+        (out / PRETRAINING_FILE).write_text(json.dumps(saved, indent=1) + "\n")
     return out
 
 

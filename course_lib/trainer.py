@@ -110,15 +110,15 @@ class PPOConfig:
     # --- optimisation ---------------------------------------------------------------
     epochs: int = _opt(2, "passes over each update's episodes")
     minibatch_size: int = _opt(64, "episodes per gradient step")
-    lr: float = _opt(1e-3, "peak learning rate (Adam)")
+    lr: float = _opt(3e-3, "peak learning rate (Adam)")
     warmup_updates: int = _opt(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = _opt(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
     max_grad_norm: float = _opt(1.0, "global gradient-norm clipping")
     target_kl: float | None = _opt(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float)
     # --- teacher terms (chapter 8) -----------------------------------------------------
-    bc_coef: float = _opt(1.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
-    sil_coef: float = _opt(1.0, "weight of self-imitation: cross-entropy on the policy's own passing programs")
-    teacher_batch_size: int = _opt(16, "examples per gradient step for the two terms above")
+    bc_coef: float = _opt(2.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
+    sil_coef: float = _opt(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
+    teacher_batch_size: int = _opt(32, "examples per gradient step for the two terms above")
     sil_per_task: int = _opt(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
     # --- logging and saving --------------------------------------------------------------
     eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")

@@ -49,7 +49,7 @@ def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(finished_run, tmp
 
 def test_resume_with_other_settings_is_refused(tmp_path):
     run(PPOConfig(**TINY), tmp_path, stop_after=1, progress=False, log=lambda *a: None)
-    with pytest.raises(ConfigError, match="lr was 0.001, now 0.002"):
+    with pytest.raises(ConfigError, match="lr was 0.003, now 0.002"):
         run(PPOConfig(**{**TINY, "lr": 0.002}), tmp_path, resume=True, progress=False)
     with pytest.raises(ConfigError, match="already holds a run"):
         run(PPOConfig(**TINY), tmp_path, progress=False)
