@@ -69,8 +69,10 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     ei = expert_iteration(model, tok, tasks, rl_splits=config.splits, temperature=config.temperature,
                           episodes_per_round=config.episodes_per_update, episodes_per_task=config.episodes_per_task,
                           time_budget=budget, lr=config.lr, batch_size=config.teacher_batch_size,
+                          finetune_steps=config.epochs * (config.episodes_per_update // config.minibatch_size),
+                          bc_coef=config.bc_coef, sil_coef=config.sil_coef,
                           per_task=config.sil_per_task, seed=seed, allowed_ids=alphabet,
-                          max_new_tokens=config.max_new_tokens, eval_every=2, progress=False)
+                          max_new_tokens=config.max_new_tokens, eval_every=config.eval_every, progress=False)
     ei_eval = evaluate_policy(model, tok, tasks, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens)
     result = {
         "seed": seed, "command_seconds": round(command_s, 1), "command_cpu_seconds": round(command_cpu, 1), "ppo_update_seconds": round(budget, 1),

@@ -97,14 +97,16 @@ def _solved(tasks, found) -> dict:
 
 def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "val"), temperature: float = 1.5,
                      episodes_per_round: int = 64, episodes_per_task: int = 4, rounds: int | None = None,
-                     time_budget: float | None = None, finetune_steps: int = 8, lr: float = 1e-3,
-                     batch_size: int = 16, per_task: int = 4, unsolved_weight: float = 1.0,
+                     time_budget: float | None = None, finetune_steps: int = 4, lr: float = 3e-3,
+                     batch_size: int = 32, bc_coef: float = 2.0, sil_coef: float = 0.5, per_task: int = 4,
+                     unsolved_weight: float = 1.0,
                      min_task_weight: float = 0.05, seed: int = 0, allowed_ids=None, max_new_tokens: int = 160,
                      timeout: float = 2.0, eval_every: int = 1, progress: bool = True) -> dict:
     """Expert iteration: each round samples episodes (tasks drawn like the PPO trainer's, leaning to the
-    unsolved), keeps the programs that pass every test, then takes `finetune_steps` steps of cross-entropy
-    on train solutions + kept programs. Greedy pass rates on train and val are logged every `eval_every`
-    rounds. The model is trained in place.
+    unsolved), keeps the programs that pass every test, then takes `finetune_steps` steps of
+    bc_coef * cross-entropy on train solutions + sil_coef * cross-entropy on the kept programs: the PPO
+    trainer's two teacher terms without its policy-gradient loss. Greedy pass rates on train and val are
+    logged every `eval_every` rounds. The model is trained in place.
     """
     from tqdm.auto import tqdm
 
@@ -144,7 +146,10 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
         losses = []
         for _ in range(finetune_steps):
             bc, own = teacher_losses(model, tokenizer, bc_examples, kept.examples(by_id), rng, batch_size)
-            loss = bc + (own if own is not None else 0.0)
+            terms = [c * t for c, t in ((bc_coef, bc), (sil_coef, own)) if t is not None]
+            if not terms:  # nothing to imitate yet
+                break
+            loss = sum(terms)
             optimizer.zero_grad()
             loss.backward()
             torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
@@ -152,7 +157,7 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
             losses.append(loss.item())
         r += 1
         row = {"round": r, "wall_s": round(time.perf_counter() - start, 2), "samples": r * episodes_per_round,
-               "loss": round(float(np.mean(losses)), 4),
+               "loss": round(float(np.mean(losses)), 4) if losses else None,
                "val_tasks_found": sum(1 for t in rl_tasks if t.split == "val" and t.id in kept.programs)}
         if eval_every and r % eval_every == 0:
             greedy = evaluate_policy(model, tokenizer, rl_tasks, allowed_ids=allowed_ids,

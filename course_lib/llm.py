@@ -404,7 +404,12 @@ def add_lora(model, rank: int = 8, alpha: float = 16.0, dropout: float = 0.0,
 def save_adapter(model, out_dir) -> Path:
     """Only the adapter: adapter_config.json + adapter_model.safetensors (kilobytes, not the base model)."""
     out = Path(out_dir)
+    for config in model.peft_config.values():  # a base inside the course is named relative to it: same on every machine
+        base = Path(config.base_model_name_or_path or "")
+        if base.is_absolute() and base.is_relative_to(REPO_ROOT):
+            config.base_model_name_or_path = str(base.relative_to(REPO_ROOT))
     model.save_pretrained(out)
+    (out / "README.md").unlink(missing_ok=True)  # peft's empty model-card template, naming this machine's paths
     return out
 
 

@@ -194,3 +194,22 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
     result = json.loads((tmp_path / "e.json").read_text())
     assert [r["id"] for r in result["per_task"]] == ["nothing", "nothing_val"]
     assert "train_pass_rate" in capsys.readouterr().out
+
+
+def test_baselines_run_and_never_sample_test_tasks(tmp_path):
+    from course_lib.baselines import best_of_n, expert_iteration
+    from course_lib.tasks import load_tasks
+
+    (tmp_path / "toy.toml").write_text(TOY)
+    tasks = load_tasks(tasks_dir=tmp_path)
+    tok = course_tokenizer()
+    torch.manual_seed(0)
+    model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
+    bon = best_of_n(model, tok, tasks, temperature=1.0, samples_per_round=8, rounds=2, max_new_tokens=4,
+                    progress=False)
+    assert set(bon["found"]) <= {"nothing", "nothing_val"} and len(bon["curve"]) >= 2
+    ei = expert_iteration(model, tok, tasks, episodes_per_round=8, episodes_per_task=4, rounds=2, finetune_steps=1,
+                          batch_size=2, max_new_tokens=4, progress=False)
+    assert [row["round"] for row in ei["curve"]] == [1, 2] and "val_pass_rate" in ei["curve"][-1]
+    with pytest.raises(ValueError, match="test tasks"):
+        best_of_n(model, tok, load_tasks("test")[:1], rounds=1, progress=False)
