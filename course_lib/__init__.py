@@ -9,6 +9,8 @@ One module per idea, named in the book's vocabulary:
 - ``models``, ``pretrain``, ``checkpoints``   the GRU policy and its pretraining (chapter 4)
 - ``pg``         REINFORCE, baselines, gradient variance (chapter 5)
 - ``ppo``        GAE, the clipped loss and its diagnostics (chapter 6)
+- ``trainer``, ``baselines``   the PPO trainer and the best-of-N / expert-iteration baselines (chapter 6)
+- ``llm``, ``evaluation``      a tiny LLaMA-architecture coder, LoRA, SFT; pass@k (chapter 9)
 - ``reproduce``  the papermill batch that executes every chapter
 - ``colab``      the setup cell every notebook starts with
 

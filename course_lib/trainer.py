@@ -86,7 +86,7 @@ class PPOConfig:
     pretrain_lr: float = _opt(1e-2, "pretraining learning rate (cosine-decayed)")
     pretrain_batch_size: int = _opt(64, "examples per pretraining batch (64: all 46 train tasks in one batch)")
     # --- rollouts -------------------------------------------------------------------
-    updates: int = _opt(30, "number of PPO updates (rollout + learning) in the run")
+    updates: int = _opt(20, "number of PPO updates (rollout + learning) in the run")
     episodes_per_update: int = _opt(128, "episodes sampled in lockstep per update (B)")
     episodes_per_task: int = _opt(8, "episodes per drawn task (its prompt is read once for all of them)")
     temperature: float = _opt(1.5, "sampling temperature of the rollout policy softmax(logits / T); > 1 explores more")
