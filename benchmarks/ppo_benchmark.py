@@ -4,7 +4,8 @@
 
 For each seed:
 1. the whole command ``python -m course_lib ppo --seed N --out OUT/seedN`` (pretraining included) is
-   timed from outside: that is the "whole command" wall time the course's target is about;
+   timed from outside: that is the "whole command" wall time the course's target is about (an existing
+   run with its ppo_timing.json is reused: delete OUT/seedN to redo it);
 2. from the same pretrained start (OUT/seedN/pretrained.pt) and for the same number of seconds
    the PPO updates took, best-of-N sampling and expert iteration run on the same tasks
    (train + val; never test), then expert iteration's policy is evaluated greedily.
@@ -47,13 +48,18 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     from course_lib.trainer import PPOConfig, evaluate_policy
 
     run_dir = out / f"seed{seed}"
-    command = [sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
-               "--no-progress", *extra]
-    start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
-    subprocess.run(command, check=True, cwd=ROOT)
-    command_s = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    command_cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    timing_file = run_dir / "ppo_timing.json"
+    if not (timing_file.exists() and (run_dir / "eval.json").exists()):  # else: reuse the PPO run, redo baselines
+        command = [sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
+                   "--no-progress", *extra]
+        start, before = time.perf_counter(), resource.getrusage(resource.RUSAGE_CHILDREN)
+        subprocess.run(command, check=True, cwd=ROOT)
+        after = resource.getrusage(resource.RUSAGE_CHILDREN)
+        timing_file.write_text(json.dumps({
+            "command_seconds": round(time.perf_counter() - start, 1),
+            "command_cpu_seconds": round((after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime), 1),
+            "load_average": round(os.getloadavg()[0], 2)}))
+    timing = json.loads(timing_file.read_text())
     ppo = json.loads((run_dir / "eval.json").read_text())
     config = PPOConfig.load(run_dir / "config.json")
     budget = ppo_seconds(run_dir)
@@ -75,8 +81,8 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
                           max_new_tokens=config.max_new_tokens, eval_every=config.eval_every, progress=False)
     ei_eval = evaluate_policy(model, tok, tasks, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens)
     result = {
-        "seed": seed, "command_seconds": round(command_s, 1), "command_cpu_seconds": round(command_cpu, 1), "ppo_update_seconds": round(budget, 1),
-        "pretrain_seconds": ppo["pretrain_seconds"], "load_average": round(os.getloadavg()[0], 2),
+        "seed": seed, **timing, "ppo_update_seconds": round(budget, 1), "pretrain_seconds": ppo["pretrain_seconds"],
+        "load_average_after_baselines": round(os.getloadavg()[0], 2),
         "ppo": {k: v for k, v in ppo.items() if k.endswith("pass_rate")},
         "pretrained": {k: v for k, v in ppo["baseline"].items() if k.endswith("pass_rate")},
         "best_of_n": {"val_solved": bon["val_solved"], "train_solved": bon.get("train_solved"),

@@ -99,7 +99,7 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
                      episodes_per_round: int = 64, episodes_per_task: int = 4, rounds: int | None = None,
                      time_budget: float | None = None, finetune_steps: int = 4, lr: float = 3e-3,
                      batch_size: int = 32, bc_coef: float = 2.0, sil_coef: float = 0.5, per_task: int = 4,
-                     unsolved_weight: float = 1.0,
+                     unsolved_weight: float = 1.0, warmup_rounds: int = 3,
                      min_task_weight: float = 0.05, seed: int = 0, allowed_ids=None, max_new_tokens: int = 160,
                      timeout: float = 2.0, eval_every: int = 1, progress: bool = True) -> dict:
     """Expert iteration: each round samples episodes (tasks drawn like the PPO trainer's, leaning to the
@@ -141,7 +141,9 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
         for t, c, rep in zip(rows, completions, reports):
             if rep.all_passed and t.split != "train":  # train tasks: their own solutions are the teacher
                 kept.add(t, c)
-        # fine-tune on train solutions + kept programs
+        # fine-tune on train solutions + kept programs (the learning rate warms up like the trainer's)
+        for group in optimizer.param_groups:
+            group["lr"] = lr * min(1.0, (r + 1) / warmup_rounds)
         model.train()
         losses = []
         for _ in range(finetune_steps):

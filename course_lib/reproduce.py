@@ -31,6 +31,13 @@ NOTEBOOK_BUDGET_S = 5 * 60      # any one notebook
 BATCH_BUDGET_S = 25 * 60        # all notebooks together
 TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
 
+# Command-line runs a chapter reads (too long to run inside its notebook): script, and the file
+# it writes for the notebook. The batch runs a script when its file is missing, or always with
+# --rerun-runs; the notebook names the script that produced what it plots.
+PRE_STEPS = {
+    "06_ppo_and_gae": ("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
+}
+
 # Fixed so that notebook outputs are the same on every run (nbval compares them).
 BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false"}
 
@@ -88,7 +95,23 @@ def write_timings(timings: dict) -> None:
         f"\n| **all chapters** | **{format_duration(total)}** |\n")
 
 
-def reproduce(only: list[str] | None = None, strict_budget: bool = False) -> int:
+def run_pre_step(notebook: Path, rerun: bool) -> None:
+    """Run the command-line experiment a chapter reads, unless its results are already there."""
+    import subprocess
+    import sys
+
+    if notebook.stem not in PRE_STEPS:
+        return
+    script, output = PRE_STEPS[notebook.stem]
+    if (REPO_ROOT / output).exists() and not rerun:
+        print(f"reproduce: {notebook.stem} reads {output} (from {script}; --rerun-runs to redo it)", flush=True)
+        return
+    print(f"reproduce: running {script} for {notebook.name} ...", flush=True)
+    os.environ.update(BATCH_ENV)
+    subprocess.run([sys.executable, str(REPO_ROOT / script)], cwd=REPO_ROOT, check=True)
+
+
+def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:
     notebooks = chapter_notebooks()
     if only:
         notebooks = [nb for nb in notebooks if any(nb.name.startswith(o) for o in only)]
@@ -97,6 +120,7 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False) -> int
                              f"choose from {[p.stem for p in chapter_notebooks()]}")
     timings = load_timings()
     for nb in notebooks:
+        run_pre_step(nb, rerun_runs)
         print(f"reproduce: executing {nb.name} ...", flush=True)
         seconds = execute(nb)
         stamp_time(nb, seconds)
@@ -127,7 +151,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="execute only notebooks whose name starts with PREFIX (e.g. 01)")
     parser.add_argument("--strict-budget", action="store_true",
                         help="exit 1 when a notebook or the batch exceeds the course's time budget")
-    parser.set_defaults(func=lambda args: reproduce(args.only, args.strict_budget))
+    parser.add_argument("--rerun-runs", action="store_true",
+                        help="re-run the command-line experiments chapters read (PRE_STEPS), even if their results exist")
+    parser.set_defaults(func=lambda args: reproduce(args.only, args.strict_budget, args.rerun_runs))
 
 
 if __name__ == "__main__":  # used by scripts/test.sh
