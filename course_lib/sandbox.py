@@ -157,6 +157,7 @@ def _isolation_prefix(level: str) -> list[str]:
                 "--ro-bind", "/", "/",            # the whole file system, read-only
                 "--dev", "/dev", "--proc", "/proc",
                 "--size", str(SCRATCH_TMPFS_BYTES), "--tmpfs", "/tmp",   # private scratch
+                *_bind_back_from_tmp(),
                 *_bwrap_masks(),
                 # Namespaces one by one: --unshare-all would also add a user
                 # namespace, in which root could no longer switch to the
@@ -187,14 +188,28 @@ def _private_paths() -> dict[str, list[str]]:
     imported. Such a directory is hidden behind an empty tmpfs and only the
     needed paths are bound back -- which also hides the rest of /root.
     """
-    needed = {os.path.realpath(sys.base_prefix), os.path.abspath(sys.prefix),
-              os.path.realpath(sys.prefix), str(WORKER_SCRIPT.parent.resolve())}
     masks: dict[str, list[str]] = {}
-    for path in sorted(needed):
+    for path in sorted(_worker_paths()):
         mask = _first_private_directory(path)
         if mask and not any(path.startswith(p + os.sep) for p in masks.get(mask, [])):
             masks.setdefault(mask, []).append(path)
     return masks
+
+
+def _worker_paths() -> set[str]:
+    """What the worker must see: Python itself, the virtual environment, this package."""
+    return {os.path.realpath(sys.base_prefix), os.path.abspath(sys.prefix),
+            os.path.realpath(sys.prefix), str(WORKER_SCRIPT.parent.resolve())}
+
+
+def _bind_back_from_tmp() -> list[str]:
+    """Read-only binds for worker paths under /tmp, which the private tmpfs would hide
+    (a checkout, and its .venv, cloned into /tmp)."""
+    args = []
+    for path in sorted(_worker_paths()):
+        if path.startswith("/tmp/") and not any(path.startswith(a + os.sep) for a in args[2::3]):
+            args += ["--ro-bind", path, path]
+    return args
 
 
 def _first_private_directory(path: str) -> Optional[str]:
