@@ -68,7 +68,6 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     rl_tasks = [t for t in tasks if t.split in config.splits]
     model, tok, extra_info = load_checkpoint(run_dir / "pretrained.pt")
     alphabet = extra_info["alphabet"]
-    torch.set_num_threads(config.threads)  # as the PPO command did: the same CPU for every method
     torch.manual_seed(seed)
     bon = best_of_n(model, tok, rl_tasks, temperature=config.temperature, samples_per_round=8,
                     time_budget=budget, seed=seed, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens,
