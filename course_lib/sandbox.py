@@ -368,22 +368,9 @@ def _read_exactly(fd: int, n: int, deadline: float) -> bytes:
 
 
 def _descendants(root: int) -> list[int]:
-    """Pids whose chain of parents leads to ``root`` (read from /proc)."""
-    children: dict[int, list[int]] = {}
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                fields = Path(f"/proc/{entry}/stat").read_bytes().rsplit(b")", 1)[1]
-                ppid = int(fields.split()[1])
-            except (OSError, IndexError, ValueError):
-                continue
-            children.setdefault(ppid, []).append(int(entry))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
+    """Pids whose chain of parents leads to ``root`` (the worker's own /proc walk)."""
+    from course_lib._sandbox_worker import descendants_of
+    return descendants_of(root)
 
 
 # --------------------------------------------------------------------------
