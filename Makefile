@@ -1,7 +1,9 @@
 # The two commands a fresh machine needs (see README.md):
 #   make book   execute every notebook through papermill, then build the HTML book
 #   make test   run the library tests and check that every notebook reproduces
-.PHONY: setup book test
+# Optional, needs the internet:
+#   make check-links   check every external link in the book
+.PHONY: setup book test check-links
 
 setup:
 	bash scripts/setup.sh
@@ -12,3 +14,6 @@ book: setup
 
 test: setup
 	bash scripts/test.sh
+
+check-links: setup
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m course_lib check-links

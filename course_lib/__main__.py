@@ -5,6 +5,8 @@ Commands:
     sync-setup-cells   rewrite every notebook's setup cell after changing _config.yml
     ppo                pretrain a GRU policy (or load one), train it with PPO, evaluate it (chapter 6)
     eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
+    check-book         build the book and open every page in headless Chromium (the browser test)
+    check-links        check the book's external links (needs the internet; not part of the tests)
     llm                LoRA fine-tuning of a transformer coder (tiny, or DeepSeek-Coder), then evaluation (chapter 9)
 """
 
@@ -22,6 +24,12 @@ def main(argv: list[str] | None = None) -> int:
     from course_lib import reproduce
     reproduce.add_arguments(commands.add_parser(
         "reproduce", help="execute the chapter notebooks through papermill and record their times"))
+
+    from course_lib import book_check
+    book_check.add_arguments(commands.add_parser(
+        "check-book", help="build the book and open every page in headless Chromium; screenshots in --out"))
+    book_check.add_link_arguments(commands.add_parser(
+        "check-links", help="check every external link of the book (needs the internet)"))
 
     sync = commands.add_parser("sync-setup-cells",
                                help="rewrite the setup cell of every notebook from _config.yml's repository.url")

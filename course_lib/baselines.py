@@ -50,7 +50,7 @@ def best_of_n(model, tokenizer, tasks: Sequence, *, temperature: float = 1.5, sa
 
     A fixed `rounds` makes the result repeatable; a `time_budget` matches another method's wall time.
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
 
     if rounds is None and time_budget is None:
         raise ValueError("best_of_n needs rounds or time_budget (or both)")
@@ -108,7 +108,7 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
     trainer's two teacher terms without its policy-gradient loss. Greedy pass rates on train and val are
     logged every `eval_every` rounds. The model is trained in place.
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
 
     from course_lib.pretrain import pretraining_texts
 

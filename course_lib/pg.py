@@ -325,7 +325,7 @@ def train_reinforce(model, tokenizer, tasks, *, updates: int, samples_per_task: 
     policy, then takes ONE gradient step on them and throws them away. The model is
     trained in place (copy it first to keep the original).
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
 
     from course_lib.env import course_alphabet, fraction_passed, rollout_batch
 

@@ -215,7 +215,7 @@ def pretrain(model: GRUPolicy, tokenizer, examples: Sequence[Example], *, epochs
 
     The learning rate decays along a cosine from lr to lr/10 over the run.
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
 
     torch.manual_seed(seed)
     rng = random.Random(seed)

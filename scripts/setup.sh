@@ -4,14 +4,22 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-# bubblewrap gives the sandbox its strongest isolation level (book/sandbox_levels.md).
-if ! command -v bwrap >/dev/null 2>&1; then
+# System packages, installed with apt when run as root (CI, containers); otherwise named.
+#   bubblewrap         the sandbox's strongest isolation level (book/sandbox_levels.md)
+#   chromium           the browser test opens every page of the built book (tests/test_book.py)
+#   fonts-wqy-microhei a CJK font, so the glossary's Chinese terms show in the page screenshots
+need=()
+command -v bwrap >/dev/null 2>&1 || need+=(bubblewrap)
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if command -v fc-list >/dev/null 2>&1 && ! fc-list :lang=zh 2>/dev/null | grep -q .; then need+=(fonts-wqy-microhei); fi
+if ! command -v fc-list >/dev/null 2>&1; then need+=(fonts-wqy-microhei); fi
+if [ ${#need[@]} -gt 0 ]; then
     if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then
-        echo "setup: installing bubblewrap for the sandbox"
-        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq bubblewrap >/dev/null
+        echo "setup: installing ${need[*]} with apt"
+        apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${need[@]}" >/dev/null
     else
-        echo "setup: bubblewrap is not installed; the sandbox falls back to a weaker level" \
-             "(install it with: sudo apt-get install bubblewrap)"
+        echo "setup: missing system packages: ${need[*]} (install them with: sudo apt-get install ${need[*]});" \
+             "without bubblewrap the sandbox falls back to a weaker level, without chromium the browser test is skipped"
     fi
 fi
 

@@ -3,7 +3,7 @@
 # outputs compared with the committed ones (nbval).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH" PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
+export PATH="$PWD/.venv/bin:$PATH" PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false COURSE_BATCH=1
 mkdir -p _build/test-reports
 
 echo "== library tests =="
