@@ -190,3 +190,23 @@ def test_publishing_workflow_runs_the_readme_commands():
     assert any(u.startswith("actions/upload-pages-artifact") for u in uses)
     assert any(u.startswith("actions/deploy-pages") for u in uses)
     assert workflow[True]["push"]["branches"] == ["main"]  # YAML reads the key `on` as True
+
+
+def test_each_chapter_states_the_time_the_batch_measured():
+    from course_lib import reproduce
+
+    timings = json.loads(reproduce.TIMINGS_PATH.read_text())
+    table = reproduce.TIMES_PAGE.read_text()
+    total = 0.0
+    for notebook in chapter_notebooks():
+        assert notebook.stem in timings, f"{notebook.name} has no time in {reproduce.TIMINGS_PATH.name}: run the batch"
+        seconds = timings[notebook.stem]["seconds"]
+        total += seconds
+        stated = reproduce.format_duration(seconds)
+        markdown = "".join("".join(c["source"]) for c in json.loads(notebook.read_text())["cells"]
+                           if c["cell_type"] == "markdown")
+        line = reproduce.TIME_LINE.search(markdown).group(0)
+        assert f"**Time on a 2-core CPU:** {stated}," in line, f"{notebook.name}: {line!r} but the batch measured {stated}"
+        assert f"| {stated} |" in table and notebook.stem in table
+        assert seconds <= reproduce.NOTEBOOK_BUDGET_S, f"{notebook.name} takes {stated}, over the 5-minute budget"
+    assert total <= reproduce.BATCH_BUDGET_S
