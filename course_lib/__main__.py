@@ -7,6 +7,7 @@ Commands:
     eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
     check-book         build the book and open every page in headless Chromium (the browser test)
     check-links        check the book's external links (needs the internet; not part of the tests)
+    sync-glossary      link each glossary entry back to the chapters that use the term
     llm                LoRA fine-tuning of a transformer coder (tiny, or DeepSeek-Coder), then evaluation (chapter 9)
 """
 
@@ -30,6 +31,10 @@ def main(argv: list[str] | None = None) -> int:
         "check-book", help="build the book and open every page in headless Chromium; screenshots in --out"))
     book_check.add_link_arguments(commands.add_parser(
         "check-links", help="check every external link of the book (needs the internet)"))
+
+    from course_lib import glossary
+    commands.add_parser("sync-glossary", help="rewrite the glossary's back links to the chapters"
+                        ).set_defaults(func=glossary.main)
 
     sync = commands.add_parser("sync-setup-cells",
                                help="rewrite the setup cell of every notebook from _config.yml's repository.url")
