@@ -10,9 +10,16 @@ One module per idea, named in the book's vocabulary:
 - ``pg``         REINFORCE, baselines, gradient variance (chapter 5)
 - ``ppo``        GAE, the clipped loss and its diagnostics (chapter 6)
 - ``trainer``, ``baselines``   the PPO trainer and the best-of-N / expert-iteration baselines (chapter 6)
+- ``rewards``    composable reward terms, reward specs, reward hacking (chapter 7)
+- ``teacher``    teacher episodes, behaviour cloning and its fading schedule (chapter 8)
+- ``plots``      the training plots every run writes
 - ``llm``, ``evaluation``      a tiny LLaMA-architecture coder, LoRA, SFT; pass@k (chapter 9)
+- ``llm_rl``     REINFORCE, PPO, GRPO and teacher-guided GRPO on LoRA (chapters 10-11)
+- ``teacher_server``           a local OpenAI-compatible teacher endpoint (chapter 11)
 - ``reproduce``  the papermill batch that executes every chapter
 - ``colab``      the setup cell every notebook starts with
+- ``progress``   progress bars that stay out of the book's saved outputs
+- ``book_check``, ``glossary`` the rendered book checked in a browser; the glossary's back links
 
 Importing the package is cheap: heavy modules (torch, transformers) load only
 when the module that needs them is imported.
