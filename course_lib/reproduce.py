@@ -37,6 +37,9 @@ TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*
 PRE_STEPS = {
     "06_ppo_and_gae": ("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
     "07_reward_shaping": ("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),
+    "08_teacher_mixing": ("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),
+    "10_lora_rl": ("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),
+    "11_teacher_guided_grpo": ("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
 }
 
 # Fixed so that notebook outputs are the same on every run (nbval compares them).

@@ -8,7 +8,8 @@ this module is the loop around it. One *update* is, in the order of the maths:
 
     1. ROLLOUT   sample B episodes of the tasks in lockstep with the action mask,
                  recording each token's log-probability and the critic's value
-    2. REWARD    one sandbox batch scores every program; the reward sits on the last token
+    2. REWARD    one sandbox batch scores every program; the reward (`reward`: a spec of
+                 course_lib.rewards terms, chapter 7) sits on the last token
     3. GAE       advantages and returns (optionally bootstrapping episodes cut by the length limit)
     4. LEARN     a few epochs of minibatches of the clipped PPO loss, with gradient-norm
                  clipping, a warm-up + cosine learning rate, and an early stop when the
@@ -21,7 +22,9 @@ solutions are never read). `test` tasks are never rolled out; only the final
 evaluation sees them. Two optional teacher terms are added to the PPO loss
 (chapter 8 studies them): behaviour cloning on the TRAIN solutions (so RL does not
 make the policy forget what it knew) and self-imitation of the policy's OWN samples
-that passed every test (so a program found once by sampling is kept).
+that passed every test (so a program found once by sampling is kept). Teacher
+*episodes* (course_lib.teacher) add known-good programs to each update's batch, and
+`bc_schedule` fades the behaviour-cloning weight over the run.
 
 Everything a run needs to continue is saved in ``OUT/train_state.pt``: a run stopped
 and resumed writes the same metrics as one that never stopped (CPU, same seed).
@@ -34,6 +37,7 @@ import dataclasses
 import json
 import math
 import random
+import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -43,12 +47,16 @@ import numpy as np
 import torch
 
 from course_lib.ppo import compute_gae, explained_variance, normalize_advantages, ppo_loss, warmup_cosine
+from course_lib.teacher import (BC_SCHEDULES, TEACHER_SOURCES, PassingPrograms, bc_weight, draw_teacher,
+                                merge_rollouts, teacher_losses, teacher_pool, teacher_rollout)
 
 STATE_FILE = "train_state.pt"        # everything needed to resume
 POLICY_FILE = "policy.pt"            # the trained policy, a course checkpoint (load_checkpoint reads it)
 PRETRAINED_FILE = "pretrained.pt"    # the starting point, a course checkpoint
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
+CHECKPOINT_DIR = "checkpoints"       # OUT/checkpoints/update_NNNN.pt: the last keep_checkpoints states
+PLOT_FILE = "training.png"           # the run's curves, drawn at the end (course_lib.plots)
 EVAL_FILE = "eval.json"
 TIMING_KEYS = ("wall_s", "rollout_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
 
@@ -75,7 +83,9 @@ class PPOConfig:
     # --- the run -----------------------------------------------------------------
     seed: int = _opt(0, "seeds torch, numpy and python's random: same seed, same run (on CPU)")
     pretrained: str | None = _opt(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
-    tasks_dir: str | None = _opt(None, "folder of task TOML files; none: the course's tasks/", str)
+    tasks_dir: str | None = _opt(None, "folder of task TOML files, or one .jsonl/.parquet file; none: the course's tasks/", str)
+    task_fields: str | None = _opt(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
+                                         "'prompt=question,solution=answer'", str)
     rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
     threads: int = _opt(1, "torch CPU threads (small matrices: one is as fast, and leaves a core to the sandbox)")
     # --- pretraining (only when no --pretrained) ----------------------------------
@@ -95,6 +105,8 @@ class PPOConfig:
     min_task_weight: float = _opt(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
     train_share: float = _opt(0.25, "task sampling: share of each update's tasks drawn from train (the rest: val)")
     sandbox_timeout: float = _opt(2.0, "seconds one program may run in the sandbox")
+    reward: str = _opt("fraction=1", "reward terms and weights (chapter 7, course_lib.rewards), e.g. "
+                                     "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
     # --- GAE ------------------------------------------------------------------------
     gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
     gae_lambda: float = _opt(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
@@ -120,9 +132,16 @@ class PPOConfig:
     sil_coef: float = _opt(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
     teacher_batch_size: int = _opt(32, "examples per gradient step for the two terms above")
     sil_per_task: int = _opt(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
+    bc_schedule: str = _opt("constant", "how bc_coef fades over the updates", choices=BC_SCHEDULES)
+    bc_final: float = _opt(0.0, "with a fading bc_schedule: the last update's weight is bc_coef * bc_final")
+    teacher_source: str = _opt("off", "teacher episodes: train reference solutions, the pretrained policy's passing "
+                                       "greedy programs, or both", choices=TEACHER_SOURCES)
+    teacher_episodes: int = _opt(0, "teacher programs added to each update's batch as extra episodes (0: none)")
     # --- logging and saving --------------------------------------------------------------
     eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")
     save_every: int = _opt(10, "write train_state.pt every this many updates (and at the end)")
+    keep_checkpoints: int = _opt(0, "also keep each save as checkpoints/update_NNNN.pt, the last this many (0: none)")
+    plots: bool = _opt(True, "draw training.png (reward, pass rate, KL, entropy, clip fraction, EV) at the end")
 
     def __post_init__(self):
         self.validate()
@@ -190,6 +209,11 @@ class PPOConfig:
                      "min_task_weight", "warmup_updates", "eval_every"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(0 <= self.train_share <= 1, f"train_share must be in [0, 1], got {self.train_share}")
+        from course_lib.rewards import RewardSpec, RewardSpecError
+        try:
+            RewardSpec.parse(self.reward)
+        except RewardSpecError as e:
+            raise ConfigError(f"reward: {e}") from None
         need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
         need(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         need(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
@@ -201,6 +225,15 @@ class PPOConfig:
         need(self.value_clip_eps is None or self.value_clip_eps > 0, "value_clip_eps must be positive or none")
         need(self.target_kl is None or self.target_kl > 0, "target_kl must be positive or none")
         need(self.save_every >= 1, f"save_every must be at least 1, got {self.save_every}")
+        need(self.keep_checkpoints >= 0, f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}")
+        need(self.teacher_episodes >= 0, f"teacher_episodes must be >= 0, got {self.teacher_episodes}")
+        need(self.teacher_source in TEACHER_SOURCES,
+             f"teacher_source must be one of {TEACHER_SOURCES}, got {self.teacher_source!r}")
+        need((self.teacher_source == "off") == (self.teacher_episodes == 0),
+             f"teacher_source={self.teacher_source!r} with teacher_episodes={self.teacher_episodes}: set both "
+             "(e.g. --teacher-source reference --teacher-episodes 16) or neither")
+        need(self.bc_schedule in BC_SCHEDULES, f"bc_schedule must be one of {BC_SCHEDULES}, got {self.bc_schedule!r}")
+        need(0 <= self.bc_final <= 1, f"bc_final must be in [0, 1], got {self.bc_final}")
         need(self.pretrain_regime in ("memorise", "broad"),
              f"pretrain_regime must be 'memorise' or 'broad', got {self.pretrain_regime!r}")
 
@@ -422,59 +455,7 @@ def minibatch(ro: Rollout, rows: torch.Tensor):
     return ([ro.prompts[i] for i in used], torch.tensor([remap[i] for i in ro.prompt_index[rows].tolist()]), T)
 
 
-# =====================================================================================
-# The teacher terms: behaviour cloning on train solutions, self-imitation of own passes
-# =====================================================================================
-
-class PassingPrograms:
-    """The policy's own programs that passed every test, at most `per_task` per task (the shortest)."""
-
-    def __init__(self, per_task: int):
-        self.per_task = per_task
-        self.programs: dict[str, list[str]] = {}
-
-    def add(self, task, completion: str) -> bool:
-        kept = self.programs.setdefault(task.id, [])
-        if completion in kept:
-            return False
-        kept.append(completion)
-        kept.sort(key=lambda c: (len(c), c))
-        del kept[self.per_task:]
-        return completion in kept
-
-    def examples(self, tasks_by_id) -> list:
-        from course_lib.pretrain import Example
-        return [Example(tasks_by_id[task_id].prompt, c, f"self:{task_id}")
-                for task_id in sorted(self.programs) for c in self.programs[task_id]]
-
-    def __len__(self) -> int:
-        return len(self.programs)
-
-
-def teacher_losses(model, tokenizer, bc_examples, sil_examples, rng: np.random.Generator, batch_size: int):
-    """Cross-entropy by teacher forcing (chapter 4) on a random batch of each list, in ONE forward pass.
-
-    Returns (bc_loss, sil_loss): the mean loss per target token of each group, None for an empty list.
-    """
-    from course_lib.pretrain import IGNORE_INDEX, make_batch
-
-    groups = [[examples[i] for i in sorted(rng.choice(len(examples), size=min(batch_size, len(examples)),
-                                                       replace=False))] if examples else []
-              for examples in (bc_examples, sil_examples)]
-    if not groups[0] and not groups[1]:
-        return None, None
-    inputs, targets, loss_mask = make_batch(tokenizer, groups[0] + groups[1])
-    lengths = torch.tensor([len(tokenizer.encode(e.prompt + e.target)) + 1 for e in groups[0] + groups[1]])
-    logits, _ = run_gru(model, inputs, lengths)  # <bos> + text: as many inputs as text tokens + 1
-    per_token = torch.nn.functional.cross_entropy(
-        logits.transpose(1, 2), targets.masked_fill(~loss_mask, IGNORE_INDEX), ignore_index=IGNORE_INDEX,
-        reduction="none")                                     # [N, T], 0 where ignored
-    out, start = [], 0
-    for group in groups:
-        rows = slice(start, start + len(group))
-        out.append(per_token[rows].sum() / loss_mask[rows].sum() if group else None)
-        start += len(group)
-    return tuple(out)
+# The teacher terms (behaviour cloning, self-imitation, teacher episodes) live in course_lib.teacher.
 
 
 # =====================================================================================
@@ -533,7 +514,8 @@ class PPOTrainer:
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)
 
-        self.tasks = list(tasks) if tasks is not None else load_tasks(tasks_dir=config.tasks_dir)
+        self.tasks = (list(tasks) if tasks is not None
+                      else load_tasks(tasks_dir=config.tasks_dir, fields=config.task_fields))
         self.tasks_by_id = {t.id: t for t in self.tasks}
         self.rl_tasks = [t for t in self.tasks if t.split in config.splits]
         if not self.rl_tasks:
@@ -556,11 +538,25 @@ class PPOTrainer:
         self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
                             if config.bc_coef > 0 else [])
         self.passing = PassingPrograms(config.sil_per_task)
+        # The reward (chapter 7): the spec's weighted terms; every built-in term is also logged.
+        from course_lib.rewards import BUILTIN_TERMS, ShapedReward
+        self.reward = ShapedReward(config.reward, log_also=BUILTIN_TERMS)
         self.sampler = TaskSampler(self.rl_tasks, seed=config.seed, unsolved_weight=config.unsolved_weight,
                                    min_weight=config.min_task_weight, train_share=config.train_share)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
         self.sample_generator = torch.Generator().manual_seed(config.seed)
         self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches
+        # Teacher episodes (chapter 8): a fixed pool of passing programs, built from the START policy.
+        self.teacher_rng = np.random.default_rng(config.seed + 2)  # its own stream: the rest is unchanged
+        self.teacher_pool = []
+        if config.teacher_episodes > 0:
+            self.teacher_pool = teacher_pool(config.teacher_source, self.rl_tasks, model=self.model,
+                                             tokenizer=self.tokenizer, allowed_ids=self.alphabet,
+                                             max_new_tokens=config.max_new_tokens, timeout=config.sandbox_timeout,
+                                             reward_fn=self.reward)
+            self.reward.drain()  # the pool's scores are not an update's episodes
+            if not self.teacher_pool:
+                raise ConfigError(f"teacher_source={config.teacher_source!r} found no passing program to teach")
         self.update = 0
         self.metrics: list[dict] = []
 
@@ -611,10 +607,18 @@ class PPOTrainer:
         tasks = self.sampler.draw(c.episodes_per_update // c.episodes_per_task, c.episodes_per_task)
         ro = collect_rollout(self.model, self.tokenizer, tasks, allowed=self.allowed, temperature=c.temperature,
                              max_new_tokens=c.max_new_tokens, generator=self.sample_generator,
-                             timeout=c.sandbox_timeout, bootstrap_truncated=c.bootstrap_truncated)
+                             timeout=c.sandbox_timeout, bootstrap_truncated=c.bootstrap_truncated,
+                             reward_fn=self.reward)
+        term_rows = self.reward.drain()[-len(tasks):]  # each episode's reward terms, unweighted
         self.sampler.observe(ro.episodes)
         new_programs = sum(self.passing.add(self.tasks_by_id[e.task_id], e.completion)
                            for e in ro.episodes if e.all_passed and self.tasks_by_id[e.task_id].split != "train")
+        sampled = ro  # the policy's own episodes: the logged reward and pass rates are theirs alone
+        if c.teacher_episodes > 0:  # off-policy rows: pi_old := the current policy's probability of them
+            teach = teacher_rollout(self.model, self.tokenizer, self.tasks_by_id,
+                                    draw_teacher(self.teacher_pool, c.teacher_episodes, self.teacher_rng),
+                                    allowed=self.allowed, temperature=c.temperature)
+            ro = merge_rollouts(ro, teach, self.tokenizer.pad_id)
         rollout_s = time.perf_counter() - t0
 
         # 3. GAE: advantages and returns; then normalise the advantages
@@ -628,7 +632,8 @@ class PPOTrainer:
         t1 = time.perf_counter()
         self.model.train()
         sil_examples = self.passing.examples(self.tasks_by_id) if c.sil_coef > 0 else []
-        B = len(tasks)
+        B = ro.actions.shape[0]  # sampled + teacher episodes
+        bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
         logs, early_stop = [], False
         for epoch in range(c.epochs):
             order = self.rng.permutation(B)
@@ -655,7 +660,7 @@ class PPOTrainer:
                     bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,
                                              self.rng, c.teacher_batch_size)
                     if bc is not None:
-                        loss = loss + c.bc_coef * bc
+                        loss = loss + bc_w * bc
                         mb["bc_loss"] = bc.item()
                     if sil is not None:
                         loss = loss + c.sil_coef * sil
@@ -674,7 +679,7 @@ class PPOTrainer:
 
         # 5. LOG: what the rollout showed, and the mean of each minibatch diagnostic
         self.update += 1
-        episodes = ro.episodes
+        episodes = sampled.episodes
         for key in sorted({k for mb in logs for k in mb}):
             values = [mb[key] for mb in logs if key in mb]
             stats[key] = float(np.mean(values))
@@ -684,10 +689,16 @@ class PPOTrainer:
             "reward_mean": float(np.mean([e.reward for e in episodes])),
             "pass_rate_sampled": float(np.mean([e.all_passed for e in episodes])),
             "truncated_frac": float(np.mean([e.truncated for e in episodes])),
-            "length_mean": float(ro.mask.sum(1).mean()),
+            "length_mean": float(sampled.mask.sum(1).mean()),
             "episodes": len(episodes), "new_passing_programs": new_programs,
             "val_tasks_found": sum(1 for t in self.rl_tasks if t.split == "val" and t.id in self.passing.programs),
         })
+        if c.teacher_episodes > 0:
+            stats["teacher_episodes"] = B - len(episodes)
+        if c.bc_schedule != "constant":
+            stats["bc_weight"] = bc_w
+        for name in self.reward.logged:  # each reward term's mean over the update's episodes
+            stats[f"term_{name}"] = float(np.mean([row[name] for row in term_rows]))
         for split in self.config.splits:
             rows = [e for e, t in zip(episodes, tasks) if t.split == split]
             stats[f"{split}_pass_rate_sampled"] = float(np.mean([e.all_passed for e in rows])) if rows else None
@@ -698,7 +709,7 @@ class PPOTrainer:
             for split in self.config.splits:
                 stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
         stats.update({"rollout_s": rollout_s, "learn_s": learn_s,
-                      "tokens_per_s": float(ro.mask.sum()) / max(rollout_s, 1e-9), "wall_s": self.wall()})
+                      "tokens_per_s": float(sampled.mask.sum()) / max(rollout_s, 1e-9), "wall_s": self.wall()})
         stats = {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
                  for k, v in stats.items()}
         return stats
@@ -706,7 +717,7 @@ class PPOTrainer:
     # -- the run ---------------------------------------------------------------------------
     def train(self, stop_after: int | None = None) -> list[dict]:
         """Run the remaining updates (all of them, or until `stop_after` updates are done)."""
-        from tqdm.auto import tqdm
+        from course_lib.progress import tqdm
 
         c = self.config
         if self.out is not None:
@@ -744,11 +755,17 @@ class PPOTrainer:
             "rng": self.rng.bit_generator.state, "sampler": self.sampler.state_dict(),
             "torch_rng": torch.get_rng_state(), "numpy_rng": _np_global_state(), "python_rng": random.getstate(),
             "passing": self.passing.programs, "wall_s": self.wall(),
-            "pretrain_seconds": self.pretrain_seconds,
+            "pretrain_seconds": self.pretrain_seconds, "teacher_rng": self.teacher_rng.bit_generator.state,
         }
         tmp = self.out / (STATE_FILE + ".tmp")
         torch.save(state, tmp)
         tmp.replace(self.out / STATE_FILE)  # atomic: a crash mid-write leaves the previous state
+        if self.config.keep_checkpoints:  # a copy per save, the oldest beyond the last K deleted
+            folder = self.out / CHECKPOINT_DIR
+            folder.mkdir(exist_ok=True)
+            shutil.copyfile(self.out / STATE_FILE, folder / f"update_{self.update:04d}.pt")
+            for old in sorted(folder.glob("update_*.pt"))[:-self.config.keep_checkpoints]:
+                old.unlink()
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: includes RNG tuples
@@ -768,6 +785,8 @@ class PPOTrainer:
         np.random.set_state(state["numpy_rng"])
         random.setstate(state["python_rng"])
         self.passing.programs = {k: list(v) for k, v in state["passing"].items()}
+        if "teacher_rng" in state:
+            self.teacher_rng.bit_generator.state = state["teacher_rng"]
         self.wall_offset = state["wall_s"] - (time.perf_counter() - self.started)
         self.pretrain_seconds = state["pretrain_seconds"]
         if self.out is not None and (self.out / METRICS_FILE).exists():  # drop lines written after the save
@@ -820,15 +839,18 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
         progress: bool = True, log=print) -> dict | None:
     """`python -m course_lib ppo`: train into out_dir and write eval.json; returns eval.json's content.
 
-    resume: continue from out_dir/train_state.pt (same settings required).
+    resume: continue from the latest saved state (`latest_state`; same settings required).
     stop_after: stop (with the state saved) once this many updates are done, as if interrupted.
     Returns None when stopped before the last update.
     """
     out = Path(out_dir)
     state_path = out / STATE_FILE
     if resume:
-        if not state_path.exists():
-            raise ConfigError(f"--resume: {state_path} does not exist; nothing to resume (drop --resume to start)")
+        state_path = latest_state(out)
+        if state_path is None:
+            raise ConfigError(f"--resume: neither {out / STATE_FILE} nor {out / CHECKPOINT_DIR}/update_*.pt exists "
+                              "(or none is readable); nothing to resume (drop --resume to start)")
+        log(f"resuming from {state_path}")
         from course_lib.checkpoints import load_checkpoint
         from course_lib.tokenizers import course_tokenizer
         tokenizer = course_tokenizer()
@@ -849,10 +871,28 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
     trainer.save_policy()
     result = trainer.evaluate()
     (out / EVAL_FILE).write_text(json.dumps(result, indent=1) + "\n")
+    if config.plots:
+        from course_lib.plots import plot_training
+        plot_training(trainer.metrics, out / PLOT_FILE, title=f"PPO run {out.name} (seed {config.seed})")
     return result
 
 
-def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None) -> dict:
+def latest_state(out_dir) -> Path | None:
+    """The newest readable saved state of a run: train_state.pt, else the newest checkpoints/update_NNNN.pt."""
+    out = Path(out_dir)
+    candidates = [out / STATE_FILE] + sorted((out / CHECKPOINT_DIR).glob("update_*.pt"), reverse=True)
+    for path in candidates:
+        if not path.exists():
+            continue
+        try:
+            torch.load(path, map_location="cpu", weights_only=False)
+        except Exception:  # a truncated or corrupt file: fall back to the previous save
+            continue
+        return path
+    return None
+
+
+def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None) -> dict:
     """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
     or on the tasks of another folder (the checkpoint's vocabulary must cover their prompts)."""
     from course_lib.checkpoints import load_checkpoint
@@ -861,7 +901,7 @@ def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None)
     from course_lib.tokenizers import UnknownCharacterError
 
     model, tokenizer, extra = load_checkpoint(path)
-    tasks = load_tasks(tasks_dir=tasks_dir)
+    tasks = load_tasks(tasks_dir=tasks_dir, fields=fields)
     for t in tasks:
         try:
             tokenizer.encode(t.prompt)
@@ -933,6 +973,7 @@ def config_from_args(args, base: dict | None = None) -> PPOConfig:
 
 def main_ppo(args) -> int:
     from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
+    from course_lib.tasks import TaskFormatError
 
     try:
         saved = Path(args.out) / CONFIG_FILE
@@ -940,21 +981,24 @@ def main_ppo(args) -> int:
         config = config_from_args(args, base)
         start = time.perf_counter()
         result = run(config, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
-    except (ConfigError, CheckpointMismatchError, CheckpointFormatError) as e:
+    except (ConfigError, CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
         print(f"error: {e}")
         return 2
     if result is None:
         return 0
     print(f"done in {time.perf_counter() - start:.1f} s: " + ", ".join(
         f"{k} {result[k]:.3f} (start {result['baseline'][k]:.3f})"
-        for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate")))
+        for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate") if k in result))
     print(f"wrote {Path(args.out) / EVAL_FILE}")
     return 0
 
 
 def add_eval_arguments(parser) -> None:
     parser.add_argument("--checkpoint", required=True, help="a course checkpoint (policy.pt, pretrained.pt, ...)")
-    parser.add_argument("--tasks", metavar="DIR", help="folder of task TOML files; default: the course's tasks/")
+    parser.add_argument("--tasks", metavar="PATH", help="folder of task TOML files, or a .jsonl/.parquet file of "
+                                                        "tasks; default: the course's tasks/")
+    parser.add_argument("--task-fields", metavar="RENAMES", help="for a .jsonl/.parquet file: ours=theirs field "
+                                                                 "renames, e.g. prompt=question,solution=answer")
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON here")
     parser.add_argument("--max-new-tokens", type=int, help="generation limit; default: the checkpoint's")
     parser.set_defaults(func=main_eval)
@@ -968,7 +1012,7 @@ def main_eval(args) -> int:
         print(f"error: checkpoint {args.checkpoint} does not exist")
         return 2
     try:
-        result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens)
+        result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
     except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
         print(f"error: {e}")
         return 2

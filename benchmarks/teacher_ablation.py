@@ -1,0 +1,141 @@
+"""Teacher mixing, ablated: four variants x three seeds of PPO from chapter 4's checkpoint (chapter 8).
+
+    python benchmarks/teacher_ablation.py [--seeds 0 1 2] [--out runs/teacher_ablation] [--updates 10]
+
+Variants (everything else is chapter 6's PPO, self-imitation included, from the same start
+notebooks/checkpoints/gru_pretrained.pt):
+
+    none       no teacher: bc_coef 0, no teacher episodes
+    episodes   teacher episodes only: 16 passing programs per update (train reference solutions and
+               the start policy's passing greedy programs) added to the 64 sampled episodes
+               (minibatches grow to match: every variant takes 4 gradient steps per update)
+    bc         behaviour cloning only on the train solutions, bc_coef 2 faded along a cosine to 0.5
+    both       teacher episodes and behaviour cloning
+
+Each run is `course_lib.trainer.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
+a run whose eval.json exists is reused (delete its folder to redo it). Writes OUT/summary.json and a
+compact copy for the notebook (--notebook-data): mean and spread (sample standard deviation) over the
+seeds of every greedy pass rate (train, val and test; near and far), plus each run's metrics per update.
+Small on purpose (two runs at a time, one torch thread each, on 2 cores): the gaps it shows are between
+variants of the same short run, not the ceiling of any of them. Runs are seeded and independent, so
+--jobs changes the time, not the results.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+VARIANTS = {
+    "none": dict(bc_coef=0.0),
+    "episodes": dict(bc_coef=0.0, teacher_source="both", teacher_episodes=16),
+    "bc": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25),
+    "both": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25, teacher_source="both", teacher_episodes=16),
+}
+KEYS = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
+        "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
+KEEP = ("update", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled", "approx_kl", "clip_frac",
+        "entropy", "explained_variance", "ratio_mean", "ratio_std", "bc_loss", "bc_weight", "sil_loss",
+        "teacher_episodes", "val_tasks_found", "length_mean")
+
+
+def base_config(args) -> dict:
+    return dict(pretrained=str(args.pretrained), updates=args.updates, episodes_per_update=args.episodes,
+                episodes_per_task=8, minibatch_size=args.episodes // 2, eval_every=0, save_every=args.updates,
+                plots=False, threads=1)
+
+
+def run_one(variant: str, seed: int, args) -> dict:
+    from course_lib.trainer import PPOConfig, run
+
+    run_dir = args.out / variant / f"seed{seed}"
+    if (run_dir / "eval.json").exists():
+        print(f"{variant} seed {seed}: reusing {run_dir}", flush=True)
+        return json.loads((run_dir / "eval.json").read_text())
+    if run_dir.exists():  # an interrupted run: start it again
+        for f in run_dir.iterdir():
+            f.unlink() if f.is_file() else None
+    settings = {**base_config(args), **VARIANTS[variant], "seed": seed}
+    # the same number of gradient steps per update in every variant: 2 minibatches x 2 epochs
+    settings["minibatch_size"] = (args.episodes + settings.get("teacher_episodes", 0)) // 2
+    config = PPOConfig(**settings)
+    start = time.perf_counter()
+    result = run(config, run_dir, progress=False, log=lambda *a: None)
+    seconds = time.perf_counter() - start
+    result["run_seconds"] = round(seconds, 1)
+    result["load_average"] = round(os.getloadavg()[0], 2)
+    (run_dir / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+    print(f"{variant} seed {seed}: {seconds:.0f} s, " +
+          ", ".join(f"{k} {result[k]:.3f}" for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate")),
+          flush=True)
+    return result
+
+
+def stats(values):
+    values = [v for v in values if v is not None]
+    return {"mean": round(statistics.mean(values), 4),
+            "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0, "values": values}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "teacher_ablation")
+    parser.add_argument("--pretrained", type=Path, default=ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
+    parser.add_argument("--updates", type=int, default=10, help="PPO updates per run")
+    parser.add_argument("--episodes", type=int, default=64, help="sampled episodes per update")
+    parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
+    parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / "teacher_ablation.json")
+    args = parser.parse_args()
+    from course_lib.trainer import read_metrics
+
+    jobs = [(v, s) for v in args.variants for s in args.seeds]
+    if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores
+        import multiprocessing
+        from concurrent.futures import ProcessPoolExecutor
+        with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
+            done = dict(zip(jobs, pool.map(run_one, *zip(*jobs), [args] * len(jobs))))
+    else:
+        done = {job: run_one(*job, args) for job in jobs}
+    results = {v: {s: done[(v, s)] for s in args.seeds} for v in args.variants}
+    first = results[args.variants[0]][args.seeds[0]]
+    summary = {"pretrained": {k: first["baseline"].get(k) for k in KEYS}}
+    for v in args.variants:
+        summary[v] = {k: stats([results[v][s].get(k) for s in args.seeds]) for k in KEYS}
+        summary[v]["run_seconds"] = stats([results[v][s].get("run_seconds") for s in args.seeds])
+    print(f"\n{'variant':10s} " + " ".join(f"{k.replace('_pass_rate', ''):>13s}" for k in KEYS))
+    for v in args.variants:
+        print(f"{v:10s} " + " ".join(f"{summary[v][k]['mean']:6.3f}±{summary[v][k]['std']:.3f}" for k in KEYS))
+    print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
+
+    data = {
+        "script": "benchmarks/teacher_ablation.py", "seeds": args.seeds, "variants": VARIANTS,
+        "base_config": {k: v for k, v in base_config(args).items() if k != "pretrained"},
+        "pretrained": "notebooks/checkpoints/gru_pretrained.pt", "summary": summary,
+        "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}
+                                 for m in read_metrics(args.out / v / f"seed{s}")] for s in args.seeds}
+                    for v in args.variants},
+        "per_task": {v: {str(s): {row["id"]: row["passed"] for row in results[v][s]["per_task"]} for s in args.seeds}
+                     for v in args.variants},
+        "pretrained_per_task": {row["id"]: row["passed"] for row in first["baseline"]["per_task"]},
+        "tasks": {row["id"]: {"split": row["split"], "novelty": row["novelty"]} for row in first["per_task"]},
+        "total_seconds": round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1),
+    }
+    (args.out / "summary.json").write_text(json.dumps({"summary": summary}, indent=1) + "\n")
+    args.notebook_data.parent.mkdir(parents=True, exist_ok=True)
+    args.notebook_data.write_text(json.dumps(data, indent=1) + "\n")
+    print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,82 @@
+"""The figures every PPO run is read by: one panel per diagnostic, from metrics.jsonl (chapters 6-8).
+
+    plot_training(metrics, "runs/ppo/seed0/training.png")     # what `python -m course_lib ppo` writes at the end
+    plot_training({"no teacher": m0, "both": m1})              # several runs, one colour each (a notebook)
+
+The panels, and what a healthy run shows in each:
+
+    reward              mean reward of the update's sampled episodes: should rise
+    pass rate           sampled (thin) and greedy (dots) all-tests-passed rate per split
+    approx KL           how far one update moved the policy: small, below target_kl
+    entropy             per-token entropy of the policy: falls slowly; a crash to 0 is a collapse
+    clip fraction       share of tokens whose ratio was clipped: a few percent to ~20 %
+    explained variance  how much of the returns the critic predicts: rises towards 1
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+PANELS = (("reward_mean", "reward (mean of sampled episodes)"),
+          ("pass_rate", "pass rate"),
+          ("approx_kl", "approx KL (nats)"),
+          ("entropy", "entropy (nats / token)"),
+          ("clip_frac", "clip fraction"),
+          ("explained_variance", "explained variance"))
+SPLIT_STYLE = {"train": "-", "val": "--"}
+
+
+def plot_training(metrics, path=None, *, title: str | None = None, colors: dict | None = None):
+    """Draw the six panels of one run (a list of metrics rows) or several ({label: rows}).
+
+    path: save the figure there (PNG) and close it; else return it (a notebook shows it).
+    Values missing from a row (e.g. greedy pass rates between evaluations) are skipped.
+    """
+    from matplotlib.ticker import MaxNLocator
+
+    runs = metrics if isinstance(metrics, dict) else {"run": metrics}
+    if not runs or not all(isinstance(rows, list) for rows in runs.values()):
+        raise ValueError("plot_training expects a list of metrics rows (read_metrics) or a dict label -> rows")
+    if path is not None:  # no pyplot: works without a display and leaves notebook figures alone
+        from matplotlib.figure import Figure
+        fig = Figure(figsize=(13, 6.5), layout="constrained")
+        axes = fig.subplots(2, 3).ravel()
+    else:
+        import matplotlib.pyplot as plt
+        fig, axes = plt.subplots(2, 3, figsize=(13, 6.5), layout="constrained")
+        axes = axes.ravel()
+    palette = ["C0", "C1", "C2", "C3", "C4", "C5", "C6", "C7"]
+    for k, (label, rows) in enumerate(runs.items()):
+        color = (colors or {}).get(label, palette[k % len(palette)])
+        for ax, (key, name) in zip(axes, PANELS):
+            if key == "pass_rate":
+                for split, style in SPLIT_STYLE.items():
+                    xs, ys = _series(rows, f"{split}_pass_rate_sampled")
+                    if xs:
+                        ax.plot(xs, ys, style, color=color, lw=1, alpha=0.6,
+                                label=f"{label}: {split} sampled" if len(runs) == 1 else None)
+                    xs, ys = _series(rows, f"{split}_pass_rate_greedy")
+                    if xs:
+                        ax.plot(xs, ys, style, color=color, marker="o", ms=4,
+                                label=f"{label}: {split} greedy" if len(runs) == 1 else None)
+            else:
+                xs, ys = _series(rows, key)
+                ax.plot(xs, ys, color=color, label=label)
+            ax.set_title(name, fontsize=10)
+            ax.set_xlabel("update")
+            ax.xaxis.set_major_locator(MaxNLocator(integer=True))
+    axes[1].set_ylim(-0.03, 1.03)
+    axes[1].set_ylabel("fraction of tasks (solid: train, dashed: val)")
+    axes[0].set_ylabel("reward")
+    (axes[1] if len(runs) == 1 else axes[0]).legend(fontsize=7)
+    fig.suptitle(title or "PPO diagnostics per update")
+    if path is not None:
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=90)
+        return Path(path)
+    return fig
+
+
+def _series(rows, key):
+    pairs = [(r["update"] + 1, r[key]) for r in rows if r.get(key) is not None]
+    return [p[0] for p in pairs], [p[1] for p in pairs]

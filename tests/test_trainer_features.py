@@ -1,0 +1,129 @@
+"""The trainer's everyday features: task files in JSONL/Parquet, kept checkpoints and resuming, training plots."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from course_lib import trainer as tr
+from course_lib.__main__ import main
+from course_lib.tasks import TaskFormatError, load_task_records, load_tasks, parse_field_map, read_records
+from course_lib.trainer import PPOConfig, run
+
+FIXTURES = Path(__file__).parent / "fixtures"
+FIELDS = "prompt=question,solution=answer,tests=checks,id=name,entry_point=entry,split=part"
+TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
+            episodes_per_update=8, episodes_per_task=2, minibatch_size=4, epochs=2, max_new_tokens=12,
+            eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0)
+
+
+def quiet(*a):
+    pass
+
+
+@pytest.mark.parametrize("name", ["tasks_sample.jsonl", "tasks_sample.parquet"])
+def test_task_files_with_their_own_field_names(name):
+    tasks = load_tasks(tasks_dir=FIXTURES / name, fields=FIELDS)
+    assert [(t.id, t.split, t.novelty) for t in tasks] == [("double", "train", None), ("negate", "train", None),
+                                                            ("triple", "val", "near")]
+    assert tasks[0].tests == ("assert double(2) == 4", "assert double(-1) == -2")
+    assert tasks[0].reference_program.endswith("return 2 * x\n") and tasks[0].family == "tasks_sample"
+    assert [t.id for t in load_tasks("val", tasks_dir=FIXTURES / name, fields=FIELDS)] == ["triple"]
+
+
+def test_task_file_errors_name_the_problem(tmp_path):
+    with pytest.raises(TaskFormatError, match=r"missing \(rename the file's fields"):
+        load_task_records(FIXTURES / "tasks_sample.jsonl")  # the file says question/answer, not prompt/solution
+    with pytest.raises(TaskFormatError, match="ours=theirs"):
+        parse_field_map("prompt:question")
+    with pytest.raises(TaskFormatError, match="unknown field"):
+        parse_field_map("question=prompt")
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text(json.dumps({"id": "f", "prompt": "def f():\n", "entry_point": "f", "solution": "    return 1\n",
+                               "tests": ["assert f() == 1"], "split": "val"}) + "\n")
+    with pytest.raises(TaskFormatError, match=r"bad.jsonl:1: field 'novelty'"):
+        load_task_records(bad)
+    with pytest.raises(TaskFormatError, match="unknown task file type"):
+        read_records(_touch(tmp_path / "tasks.csv"))
+    with pytest.raises(TaskFormatError, match="not a readable Parquet"):
+        load_task_records(_touch(tmp_path / "broken.parquet"))
+
+
+def _touch(path: Path) -> Path:
+    path.write_text("not data\n")
+    return path
+
+
+def test_mbpp_shaped_parquet_loads_like_the_jsonl(tmp_path):
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from course_lib.tasks import load_mbpp_jsonl
+    rows = [json.loads(line) for line in (FIXTURES / "mbpp_sample.jsonl").read_text().splitlines() if line.strip()]
+    for r in rows:
+        r.pop("challenge_test_list", None)
+    pq.write_table(pa.Table.from_pylist(rows), tmp_path / "mbpp.parquet")
+    a, b = load_mbpp_jsonl(FIXTURES / "mbpp_sample.jsonl"), load_mbpp_jsonl(tmp_path / "mbpp.parquet")
+    assert [(t.prompt, t.solution, t.tests) for t in a] == [(t.prompt, t.solution, t.tests) for t in b]
+    # the general loader recognises MBPP-shaped records too
+    assert [t.id for t in load_task_records(tmp_path / "mbpp.parquet", split="test")] == sorted(t.id for t in a)
+
+
+def test_ppo_and_eval_commands_take_a_task_file(tmp_path, capsys):
+    out = tmp_path / "run"
+    code = main(["ppo", "--out", str(out), "--no-progress", "--tasks-dir", str(FIXTURES / "tasks_sample.parquet"),
+                 "--task-fields", FIELDS, "--hidden-dim", "16", "--embed-dim", "8", "--pretrain-epochs", "1",
+                 "--updates", "2", "--episodes-per-update", "8", "--episodes-per-task", "4", "--minibatch-size", "4",
+                 "--max-new-tokens", "12", "--eval-every", "0", "--teacher-batch-size", "2"])
+    assert code == 0, capsys.readouterr().out
+    result = json.loads((out / tr.EVAL_FILE).read_text())
+    assert {row["id"] for row in result["per_task"]} == {"double", "negate", "triple"}
+    assert PPOConfig.load(out / tr.CONFIG_FILE).task_fields == FIELDS  # the snapshot holds the renames
+    assert main(["eval", "--checkpoint", str(out / tr.POLICY_FILE), "--tasks", str(FIXTURES / "tasks_sample.jsonl"),
+                 "--task-fields", FIELDS]) == 0
+    assert "val_pass_rate" in capsys.readouterr().out
+    assert main(["eval", "--checkpoint", str(out / tr.POLICY_FILE), "--tasks",
+                 str(FIXTURES / "tasks_sample.jsonl")]) == 2
+    assert "rename the file's fields" in capsys.readouterr().out
+
+
+def test_kept_checkpoints_and_resume_from_the_latest(tmp_path):
+    full = tmp_path / "full"
+    run(PPOConfig(**TINY, keep_checkpoints=2), full, progress=False, log=quiet)
+    kept = sorted(p.name for p in (full / tr.CHECKPOINT_DIR).iterdir())
+    assert kept == ["update_0003.pt", "update_0004.pt"]  # every save copied, only the last two kept
+
+    cut = tmp_path / "cut"
+    config = PPOConfig(**TINY, keep_checkpoints=2)
+    assert run(config, cut, stop_after=3, progress=False, log=quiet) is None
+    (cut / tr.STATE_FILE).write_bytes(b"truncated by a crash")  # the newest state is unreadable
+    (cut / tr.CHECKPOINT_DIR / "update_0003.pt").unlink()          # and so is the newest kept copy
+    assert tr.latest_state(cut) == cut / tr.CHECKPOINT_DIR / "update_0002.pt"
+    said = []
+    run(config, cut, resume=True, progress=False, log=said.append)
+    assert any("update_0002.pt" in line for line in said)
+    strip = [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in tr.read_metrics(cut)]
+    assert strip == [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in tr.read_metrics(full)]
+    assert tr.latest_state(tmp_path / "nothing") is None
+
+
+def test_training_plot_is_written_at_the_end(tmp_path):
+    run(PPOConfig(**TINY), tmp_path / "a", progress=False, log=quiet)
+    png = tmp_path / "a" / tr.PLOT_FILE
+    assert png.exists() and png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    run(PPOConfig(**TINY, plots=False), tmp_path / "b", progress=False, log=quiet)
+    assert not (tmp_path / "b" / tr.PLOT_FILE).exists()
+
+
+def test_plot_training_draws_every_panel():
+    from course_lib.plots import PANELS, plot_training
+    rows = [{"update": u, "reward_mean": 0.1 * u, "approx_kl": 0.01, "entropy": 1.0 - 0.1 * u, "clip_frac": 0.1,
+             "explained_variance": 0.2 * u, "train_pass_rate_sampled": 0.5, "val_pass_rate_sampled": 0.0,
+             **({"train_pass_rate_greedy": 0.9} if u == 2 else {})} for u in range(3)]
+    fig = plot_training({"a": rows, "b": rows})
+    assert [ax.get_title() for ax in fig.axes] == [name for _, name in PANELS]
+    assert all(ax.lines for ax in fig.axes)
+    with pytest.raises(ValueError, match="metrics rows"):
+        plot_training("runs/ppo")
