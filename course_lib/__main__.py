@@ -8,7 +8,7 @@ Commands:
     check-book         build the book and open every page in headless Chromium (the browser test)
     check-links        check the book's external links (needs the internet; not part of the tests)
     sync-glossary      link each glossary entry back to the chapters that use the term
-    llm                LoRA fine-tuning of a transformer coder (tiny, or DeepSeek-Coder), then evaluation (chapter 9)
+    llm                LoRA SFT or RL (REINFORCE, PPO, GRPO) of a transformer coder, then evaluation (chapters 9-11)
 """
 
 from __future__ import annotations
@@ -52,8 +52,10 @@ def main(argv: list[str] | None = None) -> int:
         trainer.add_arguments(ppo)
         trainer.add_eval_arguments(evaluate)
     llm = commands.add_parser(
-        "llm", help="LoRA SFT of a transformer coder into --out (metrics.jsonl, adapter/, eval.json)",
-        description="Load --model-name (tiny, a folder, or a hub name), add LoRA, fine-tune, write "
+        "llm", help="LoRA SFT or RL (reinforce, ppo, grpo, teacher-grpo) of a transformer coder into --out "
+                    "(metrics.jsonl, adapter/, eval.json)",
+        description="Load --model-name (tiny, a folder, or a hub name), add LoRA, fine-tune (--method sft) or "
+                    "train with unit-test rewards (--method reinforce/ppo/grpo/teacher-grpo), write "
                     "DIR/metrics.jsonl, DIR/adapter/ and DIR/eval.json (pass rates from --n-samples per task).")
     if words and words[0] == "llm":  # needs torch and transformers: imported only for it
         from course_lib import llm as llm_module

@@ -226,7 +226,7 @@ def train_causal_lm(model, tokenizer, examples: Sequence[Example], *, steps: int
     (`course_lib.ppo.warmup_cosine`). eval_fn(model) -> dict is called every eval_every
     steps and after the last; its numbers join that step's dict.
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
 
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be at least 1, got {steps} and {batch_size}")
@@ -441,19 +441,21 @@ def sft(model, tokenizer, examples: Sequence[Example], *, steps: int, batch_size
 # -----------------------------------------------------------------------------
 # command line: python -m course_lib llm --method sft --model-name NAME --out DIR
 
-METHODS = ("sft",)
+METHODS = ("sft", "reinforce", "ppo", "grpo", "teacher-grpo")  # the last four: course_lib.llm_rl (chapter 10)
 
 
 def add_arguments(parser) -> None:
-    parser.add_argument("--method", choices=METHODS, default="sft", help="what to train (sft) [sft]")
+    parser.add_argument("--method", choices=METHODS, default="sft",
+                        help="sft (chapter 9) or an RL method on a fresh LoRA over the SFT model (chapter 10) [sft]")
     parser.add_argument("--model-name", default=TINY,
                         help=f"'{TINY}' (pretrained offline if missing), a folder, or a hub name such as "
                              f"{DEEPSEEK_CODER_1_3B} [{TINY}]")
     parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
     parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
-    parser.add_argument("--steps", type=int, default=100, help="optimiser steps [100]")
-    parser.add_argument("--batch-size", type=int, default=8, help="examples per step [8]")
-    parser.add_argument("--lr", type=float, default=2e-3, help="peak learning rate (LoRA wants a large one) [2e-3]")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (RL: rollout batches) [sft 100, RL 20]")
+    parser.add_argument("--batch-size", type=int, default=8, help="examples per step (RL: prompts per step) [8]")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="peak learning rate (LoRA wants a large one) [sft 2e-3, RL 1e-3]")
     parser.add_argument("--rank", type=int, default=8, help="LoRA rank r [8]")
     parser.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scale alpha/r) [16]")
     parser.add_argument("--targets", nargs="+", default=list(LORA_TARGETS), help="LoRA target modules [q_proj v_proj]")
@@ -466,14 +468,13 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    from course_lib import llm_rl
+    llm_rl.add_arguments(parser.add_argument_group("reinforcement learning (--method reinforce, ppo, grpo, teacher-grpo)"))
     parser.set_defaults(func=main)
 
 
-def run_sft(args) -> dict:
-    """Load, add LoRA, SFT on the train pairs, save the adapter, evaluate; returns eval.json's content."""
-    from course_lib.evaluation import evaluate
-    from course_lib.tasks import load_humaneval, load_tasks
-
+def prepare_run(args) -> Path:
+    """Check the shared options, make --out (refusing one that holds a run), set threads; returns --out."""
     if args.n_samples < 10:
         raise ValueError(f"--n-samples must be at least 10 (the pass rates are estimated from it), got {args.n_samples}")
     out = Path(args.out)
@@ -482,26 +483,29 @@ def run_sft(args) -> dict:
     out.mkdir(parents=True, exist_ok=True)
     if args.threads:
         torch.set_num_threads(args.threads)
-    start = time.perf_counter()
-    model, tokenizer = load_model(args.model_name, args.device)
-    tasks = load_tasks()
-    examples = sft_examples([t for t in tasks if t.split == "train"])
     settings = {k: v for k, v in vars(args).items() if k != "func"}
     (out / "config.json").write_text(json.dumps(settings, indent=1) + "\n")
-    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
-    history = sft(model, tokenizer, examples, steps=args.steps, batch_size=args.batch_size, lr=args.lr,
-                  seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
+    return out
+
+
+def finish_run(args, model, tokenizer, tasks, history: Sequence[dict], start: float, style: str = "completion",
+               **extra) -> dict:
+    """Write metrics.jsonl and adapter/, evaluate (all splits, HumanEval unless --no-humaneval), write eval.json."""
+    from course_lib.evaluation import evaluate
+    from course_lib.tasks import load_humaneval
+
+    out = Path(args.out)
     with open(out / "metrics.jsonl", "w") as f:
         for row in history:
             f.write(json.dumps(row) + "\n")
     save_adapter(model, out / "adapter")
     train_seconds = time.perf_counter() - start
     common = dict(n_samples=args.n_samples, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
-                  seed=args.seed, progress=not args.no_progress)
+                  seed=args.seed, style=style, progress=not args.no_progress)
     result = evaluate(model, tokenizer, tasks, **common)
     if not args.no_humaneval:
         result["humaneval"] = evaluate(model, tokenizer, load_humaneval("test"), **common)
-    result.update(method=args.method, model_name=args.model_name, seed=args.seed, sft_steps=args.steps,
+    result.update(method=args.method, model_name=args.model_name, seed=args.seed, **extra,
                   trainable_parameters=trainable_parameter_count(model),
                   parameters=parameter_count(model.get_base_model().config),
                   train_seconds=round(train_seconds, 1), wall_seconds=round(time.perf_counter() - start, 1))
@@ -509,14 +513,34 @@ def run_sft(args) -> dict:
     return result
 
 
+def run_sft(args) -> dict:
+    """Load, add LoRA, SFT on the train pairs, save the adapter, evaluate; returns eval.json's content."""
+    from course_lib.tasks import load_tasks
+
+    steps = 100 if args.steps is None else args.steps
+    lr = 2e-3 if args.lr is None else args.lr
+    prepare_run(args)
+    start = time.perf_counter()
+    model, tokenizer = load_model(args.model_name, args.device)
+    tasks = load_tasks()
+    examples = sft_examples([t for t in tasks if t.split == "train"])
+    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
+    history = sft(model, tokenizer, examples, steps=steps, batch_size=args.batch_size, lr=lr,
+                  seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
+    return finish_run(args, model, tokenizer, tasks, history, start, sft_steps=steps)
+
+
 def main(args) -> int:
+    from course_lib import llm_rl
+
     try:
-        result = run_sft(args)
-    except (ValueError, FileNotFoundError, FileExistsError) as e:
+        result = run_sft(args) if args.method == "sft" else llm_rl.run_rl(args)
+    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as e:
         print(f"error: {e}")
         return 2
     for key in ("train_pass_rate", "val_pass_rate", "test_pass_rate"):
         print(f"{key:16s} {result[key]:.3f}  (greedy pass@1 {result[key.replace('pass_rate', 'greedy_pass@1')]:.3f})")
+    print(f"average length   {result['avg_gen_len']:.1f} tokens (greedy {result['greedy_avg_gen_len']:.1f})")
     if "humaneval" in result:
         print(f"humaneval test   {result['humaneval']['test_pass_rate']:.3f}")
     print(f"wrote {Path(args.out) / 'eval.json'} in {result['wall_seconds']:.1f} s")

@@ -1,0 +1,583 @@
+"""Reinforcement learning of a LoRA code model with unit-test rewards (chapters 10 and 11).
+
+One loop, four methods, all on the LoRA parameters only (the base model stays frozen):
+
+    reinforce     seed 003's REINFORCE: loss = -(R - b) * log p(completion | prompt), b = the batch's mean reward
+    ppo           seed 003's PPO-clip: advantages (R - mean) / std over the batch, several epochs per batch,
+                  the clipped surrogate of `course_lib.ppo.ppo_loss` (the same function chapter 6 uses)
+    grpo          several samples per prompt; advantages normalised within each prompt's group;
+                  a KL penalty towards the frozen reference = the model with its adapter disabled
+    teacher-grpo  seed 004's dual-source objective: GRPO + w_t * SFT on a teacher's solutions
+                  + w_s * SFT on the best passing sample of each group (self-imitation)
+
+Every step follows the same order, the order of the maths:
+
+1. ROLLOUT   sample group_size completions for each of prompts_per_step tasks (`evaluation.generate`)
+2. SCORE     run prompt + completion + tests in the sandbox (`evaluation.run_completions`), never here;
+             reward R = 1[all tests pass] - length_alpha * tokens / 100   (seed 003's length penalty)
+3. ADVANTAGE `advantages(rewards, method, group_size)`
+4. UPDATE    `policy_loss` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters
+
+Data rules. Rollouts use the tests of `train` and `val` tasks (never their solutions); a
+`test` task is refused. The teacher is asked about `train` tasks only, and an offline teacher
+answers with train reference solutions only; `teacher_examples` checks both.
+
+The reference model. `load_policy` merges a starting adapter (chapter 9's SFT) into the base
+weights and puts a fresh LoRA on top, so "adapter disabled" is exactly the starting policy:
+GRPO's KL term pulls towards the SFT model, and it is zero at step 0.
+"""
+
+from __future__ import annotations
+
+import json
+import random
+import time
+import urllib.error
+import urllib.request
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Protocol, Sequence
+
+import torch
+
+from course_lib.pretrain import IGNORE_INDEX, Example, held_out_solutions
+
+METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
+ROLLOUT_SPLITS = ("train", "val")
+
+
+# -----------------------------------------------------------------------------
+# configuration: every knob of the loop in one place
+
+@dataclass
+class RLConfig:
+    method: str = "grpo"               # one of METHODS
+    steps: int = 10                    # optimiser rounds (one rollout batch each)
+    prompts_per_step: int = 8          # tasks per rollout batch
+    group_size: int = 4                # samples per task (GRPO's group); 1 is seed 003's REINFORCE/PPO
+    lr: float = 1e-3                   # AdamW learning rate of the adapter
+    temperature: float = 0.8           # rollout sampling temperature (> 0); log-probs use the same T
+    max_new_tokens: int = 64           # rollout generation limit
+    length_alpha: float = 0.01         # seed 003: R = pass - alpha * tokens / 100
+    min_std: float = 0.0               # floor of the std that normalises advantages (ppo, grpo); 0 = the textbook formula
+    clip_eps: float = 0.2              # PPO's clip range (ppo, grpo, teacher-grpo)
+    epochs: int = 2                    # passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1
+    kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; seed 004: 0.05)
+    teacher_sft_weight: float = 0.3    # seed 004's w_t (teacher-grpo)
+    self_sft_weight: float = 0.2       # seed 004's w_s (teacher-grpo)
+    style: str = "completion"          # prompt format: "completion" or "instruct" (<think> + ```python)
+    splits: tuple = ROLLOUT_SPLITS     # which tasks' tests give rewards (train and/or val)
+    timeout: float = 2.0               # sandbox seconds per program
+    clip_norm: float = 1.0             # gradient-norm clip
+    seed: int = 0
+
+    def check(self) -> "RLConfig":
+        from course_lib.evaluation import STYLES
+
+        if self.method not in METHODS:
+            raise ValueError(f"unknown RL method {self.method!r}; choose one of {METHODS}")
+        if self.style not in STYLES:
+            raise ValueError(f"unknown prompt style {self.style!r}; choose one of {STYLES}")
+        for name in ("steps", "prompts_per_step", "group_size", "epochs", "max_new_tokens"):
+            if getattr(self, name) < 1:
+                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
+        if self.method in ("grpo", "teacher-grpo") and self.group_size < 2:
+            raise ValueError(f"{self.method} compares samples of the same prompt: group_size must be >= 2, "
+                             f"got {self.group_size}")
+        if not self.temperature > 0:
+            raise ValueError(f"rollouts must sample: temperature must be > 0, got {self.temperature}")
+        self.splits = tuple(self.splits)
+        bad = [s for s in self.splits if s not in ROLLOUT_SPLITS]
+        if bad or not self.splits:
+            raise ValueError(f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
+                             f"got {self.splits}")
+        return self
+
+
+# -----------------------------------------------------------------------------
+# loading: the starting policy and its frozen reference in one model
+
+def load_policy(model_name: str = "tiny", device: str | None = None, *, init_adapter=None, rank: int = 8,
+                alpha: float = 16.0, targets: Sequence[str] | None = None, seed: int = 0):
+    """(model, tokenizer): the base, with init_adapter merged into its weights, under a fresh LoRA.
+
+    The fresh adapter starts at B = 0, so the policy starts as base + init_adapter, and
+    `with model.disable_adapter():` gives exactly that starting policy: the reference.
+    init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
+    SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
+    """
+    from course_lib import llm
+
+    model, tokenizer = llm.load_model(model_name, device)
+    if init_adapter is not None:
+        if not (Path(init_adapter) / "adapter_config.json").exists():
+            raise FileNotFoundError(f"{init_adapter} holds no adapter (no adapter_config.json); pass a folder "
+                                    "written by llm.save_adapter, e.g. notebooks/checkpoints/tiny_coder_sft")
+        model = llm.load_adapter(model, init_adapter).merge_and_unload()
+    model = llm.add_lora(model, rank=rank, alpha=alpha, targets=targets or llm.LORA_TARGETS, seed=seed)
+    return model, tokenizer
+
+
+# -----------------------------------------------------------------------------
+# 2. reward and 3. advantages
+
+def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:
+    """Seed 003's reward: 1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
+    return torch.tensor([float(p) - alpha * n / 100 for p, n in zip(passed, n_tokens)])
+
+
+def group_advantages(rewards: torch.Tensor, group_size: int, *, normalise: bool = True,
+                     eps: float = 1e-6, min_std: float = 0.0) -> torch.Tensor:
+    """(R - mean of its group) / (max(std of its group, min_std) + eps); rewards come in consecutive groups.
+
+    A group whose samples all earned the same reward gets advantage 0: it says nothing
+    about which sample was better. normalise=False keeps R - mean (a plain baseline).
+    min_std > 0 stops a group whose rewards differ only a little (by a length penalty,
+    say) from having those small differences blown up to +-1.
+    """
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    groups = rewards.view(-1, group_size)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    if normalise:
+        centred = centred / (groups.std(dim=1, unbiased=False, keepdim=True).clamp(min=min_std) + eps)
+    return centred.reshape(-1)
+
+
+def advantages(rewards: torch.Tensor, method: str, group_size: int, min_std: float = 0.0) -> torch.Tensor:
+    """REINFORCE: R - batch mean (the baseline); PPO: normalised over the batch (seed 003);
+    GRPO: normalised within each prompt's group of group_size samples."""
+    if method == "reinforce":
+        return group_advantages(rewards, rewards.numel(), normalise=False)
+    if method == "ppo":
+        return group_advantages(rewards, rewards.numel(), min_std=min_std)
+    return group_advantages(rewards, group_size, min_std=min_std)
+
+
+# -----------------------------------------------------------------------------
+# log-probabilities of what was written, and the losses
+
+def token_logprobs(model, batch: dict, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """log p(token_t | tokens_<t) at every position after the first, and the mask of scored ones.
+
+    batch comes from `llm.sft_batch` (prompt masked): the mask is 1 on the completion
+    and its <eos>, 0 on the prompt and the padding. Shapes [B, T-1]. temperature: the
+    policy that sampled the rollouts is softmax(logits / T), so its log-probabilities are those.
+    """
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    logits = logits.float() / temperature
+    targets = batch["input_ids"][:, 1:]
+    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
+    mask = (batch["labels"][:, 1:] != IGNORE_INDEX).float()
+    return logprobs * mask, mask
+
+
+def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
+    """Seed 003's loss, mean over the batch: -A * log p(completion | prompt), log p summed over its tokens."""
+    return -(advantage * (logprobs * mask).sum(dim=1)).mean()
+
+
+def policy_loss(method: str, new_logprobs, old_logprobs, mask, advantage, *, clip_eps: float,
+                ref_logprobs=None, kl_coef: float = 0.0):
+    """The RL part of the loss and its diagnostics: REINFORCE, or `ppo.ppo_loss` with a
+    sequence's advantage on each of its tokens (and, for GRPO, the KL term towards ref_logprobs)."""
+    from course_lib.ppo import ppo_loss
+
+    if method == "reinforce":
+        loss = reinforce_loss(new_logprobs, mask, advantage)
+        return loss, {"policy_loss": loss.item(), "loss": loss.item()}
+    per_token = advantage[:, None].expand_as(mask)
+    use_kl = method in ("grpo", "teacher-grpo")
+    return ppo_loss(new_logprobs, old_logprobs, per_token, mask, clip_eps=clip_eps,
+                    ref_logprobs=ref_logprobs if use_kl else None, kl_coef=kl_coef if use_kl else 0.0)
+
+
+# -----------------------------------------------------------------------------
+# the teacher (seed 004): an interface, an offline teacher and an HTTP client
+
+class Teacher(Protocol):
+    """Anything that answers tasks: solutions(tasks)[i] is the text to write after
+    format_prompt(tasks[i], style), or None when it has no answer."""
+
+    style: str
+
+    def solutions(self, tasks) -> list[str | None]: ...
+
+
+def teacher_response(task, style: str, thinking: str = "") -> str:
+    """A reference solution written as the student must write it: the body alone after a
+    completion prompt, or (`evaluation.format_response`) <think>...</think> then the whole
+    function in a ```python block."""
+    from course_lib.evaluation import format_response
+
+    if style == "completion":
+        return task.solution
+    return format_response(task.prompt + task.solution, thinking)
+
+
+class OfflineTeacher:
+    """The reference solutions of `train` tasks (None for any other split: no held-out solution leaks)."""
+
+    def __init__(self, style: str = "completion"):
+        self.style = style
+
+    def solutions(self, tasks) -> list[str | None]:
+        return [teacher_response(t, self.style) if t.split == "train" else None for t in tasks]
+
+
+class HTTPTeacher:
+    """An OpenAI-compatible server (vLLM's `vllm serve MODEL`) as a teacher, through urllib only.
+
+    url: the endpoint (".../v1/completions" or ".../v1/chat/completions") or the server's
+    base ("http://localhost:8000"), which picks /v1/completions for style "completion" and
+    /v1/chat/completions for "instruct". The answer's text goes through the same extraction
+    as the student's (`evaluation.extract_completion`); an answer with no code is None.
+    extra: more fields for the request body, e.g. {"chat_template_kwargs": {"enable_thinking": True}}.
+    """
+
+    def __init__(self, url: str, model: str, *, style: str = "completion", temperature: float = 0.7,
+                 top_p: float = 0.8, max_tokens: int = 512, timeout: float = 60.0, api_key: str | None = None,
+                 extra: dict | None = None):
+        from course_lib.evaluation import STYLES
+
+        if style not in STYLES:
+            raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
+        url = url.rstrip("/")
+        if not url.endswith("/completions"):
+            url += "/v1/chat/completions" if style == "instruct" else "/v1/completions"
+            url = url.replace("/v1/v1/", "/v1/")
+        self.url, self.model, self.style = url, model, style
+        self.chat = url.endswith("/chat/completions")
+        self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
+        self.timeout, self.api_key, self.extra = timeout, api_key, dict(extra or {})
+
+    def request_body(self, task) -> dict:
+        from course_lib.evaluation import format_prompt, stop_sequences_for
+
+        body = {"model": self.model, "temperature": self.temperature, "top_p": self.top_p,
+                "max_tokens": self.max_tokens, "n": 1}
+        prompt = format_prompt(task, self.style)
+        if self.chat:
+            body["messages"] = [{"role": "user", "content": prompt}]
+        else:
+            body["prompt"] = prompt
+            if stop_sequences_for(self.style):
+                body["stop"] = list(stop_sequences_for(self.style))[:4]  # the OpenAI API takes at most 4
+        return {**body, **self.extra}
+
+    def ask(self, task) -> str:
+        """The raw text of the server's first choice for this task."""
+        headers = {"Content-Type": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        request = urllib.request.Request(self.url, data=json.dumps(self.request_body(task)).encode(),
+                                         headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(request, timeout=self.timeout) as response:
+                answer = json.loads(response.read())
+        except urllib.error.HTTPError as e:
+            raise RuntimeError(f"the teacher at {self.url} answered HTTP {e.code}: {e.read()[:200]!r}") from e
+        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
+            raise ConnectionError(f"no teacher answers at {self.url} ({e}); start one, e.g. "
+                                  f"`vllm serve {self.model}`, or use OfflineTeacher") from e
+        choice = answer["choices"][0]
+        return choice["message"]["content"] if self.chat else choice["text"]
+
+    def solutions(self, tasks) -> list[str | None]:
+        from course_lib.evaluation import extract_completion, stop_sequences_for
+
+        out: list[str | None] = []
+        for task in tasks:
+            text = self.ask(task)
+            code = extract_completion(text, stop_sequences_for(self.style))
+            # completion style: learn the extracted body; instruct: the whole answer, thinking included
+            out.append(None if not code.strip() else (code if self.style == "completion" else text))
+        return out
+
+
+def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: float = 2.0) -> list[Example]:
+    """The teacher's answers for the TRAIN tasks among tasks, as SFT examples (prompt -> answer).
+
+    Only train tasks are asked. With verify, an answer is kept only if it passes the task's
+    tests in the sandbox (seed 004 kept only valid code). Raises if an answer holds a
+    val/test reference solution.
+    """
+    from course_lib.evaluation import extract_completion, format_prompt, run_completions, stop_sequences_for
+
+    train = [t for t in tasks if t.split == "train"]
+    answers = teacher.solutions(train) if train else []
+    pairs = [(t, a) for t, a in zip(train, answers) if a]
+    if verify and pairs:
+        stops = stop_sequences_for(teacher.style)
+        passed = run_completions([t for t, _ in pairs], [extract_completion(a, stops) for _, a in pairs],
+                                 timeout=timeout)
+        pairs = [pair for pair, ok in zip(pairs, passed) if ok]
+    examples = [Example(format_prompt(t, teacher.style), a, f"teacher:{t.id}") for t, a in pairs]
+    held_out = held_out_solutions(tasks)
+    leaks = [(e.source, i) for e in examples for i, s in held_out.items() if s.strip() and s in e.target]
+    if leaks:
+        raise ValueError(f"teacher answers hold val/test solutions (example, task): {leaks[:3]}")
+    return examples
+
+
+# -----------------------------------------------------------------------------
+# the loop
+
+@dataclass
+class Rollout:
+    """One rollout batch: prompt-major, group_size samples per task."""
+    tasks: list
+    prompts: list[str]
+    targets: list[str]          # the text each sample is trained on (after its prompt)
+    passed: list[bool]
+    n_tokens: list[int]
+    rewards: torch.Tensor
+
+
+def rollout(model, tokenizer, tasks, config: RLConfig, seed: int) -> Rollout:
+    """1. sample group_size completions per task; 2. run them in the sandbox and score them."""
+    from course_lib.evaluation import format_prompt, generate, run_completions, stop_sequences_for
+
+    prompts = [format_prompt(t, config.style) for t in tasks]
+    gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
+                    max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
+    sample_tasks = [tasks[g.prompt_index] for g in gens]
+    passed = run_completions(sample_tasks, [g.completion for g in gens], timeout=config.timeout)
+    rewards = length_penalised_reward(passed, [g.n_tokens for g in gens], config.length_alpha)
+    # completion prompts: train on what the sandbox ran (cut at the stop); instruct: on everything written
+    targets = [g.completion if config.style == "completion" else g.text for g in gens]
+    return Rollout(sample_tasks, [prompts[g.prompt_index] for g in gens], targets, passed,
+                   [g.n_tokens for g in gens], rewards)
+
+
+def _sft_loss(model, tokenizer, examples: Sequence[Example]) -> torch.Tensor:
+    from course_lib.llm import _to, sft_batch
+
+    return model(**_to(sft_batch(tokenizer, examples), model.device)).loss
+
+
+def best_own_samples(batch: Rollout, group_size: int) -> list[Example]:
+    """Self-SFT data: in each group, the passing sample with the highest reward (none if none passed)."""
+    out = []
+    for start in range(0, len(batch.targets), group_size):
+        members = [i for i in range(start, start + group_size) if batch.passed[i]]
+        if members:
+            i = max(members, key=lambda j: batch.rewards[j].item())
+            out.append(Example(batch.prompts[i], batch.targets[i], f"self:{batch.tasks[i].id}"))
+    return out
+
+
+def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params,
+           teacher_data: Sequence[Example] = (), accelerator=None) -> dict:
+    """3. advantages; 4. epochs of the method's loss on one rollout batch. Returns the last epoch's stats."""
+    from course_lib.llm import _to, sft_batch
+
+    method = config.method
+    tensors = _to(sft_batch(tokenizer, [Example(p, t, "") for p, t in zip(batch.prompts, batch.targets)]),
+                  model.device)
+    adv = advantages(batch.rewards, method, config.group_size, config.min_std).to(model.device)
+    with torch.no_grad():
+        old_logprobs, mask = token_logprobs(model, tensors, config.temperature)
+        ref_logprobs = None
+        if method in ("grpo", "teacher-grpo"):
+            unwrapped = accelerator.unwrap_model(model) if accelerator is not None else model
+            with unwrapped.disable_adapter():  # the reference: the starting policy, frozen
+                ref_logprobs, _ = token_logprobs(model, tensors, config.temperature)
+    own = best_own_samples(batch, config.group_size) if method == "teacher-grpo" else []
+    stats: dict = {}
+    for _ in range(1 if method == "reinforce" else config.epochs):
+        new_logprobs, _ = token_logprobs(model, tensors, config.temperature)
+        loss, stats = policy_loss(method, new_logprobs, old_logprobs, mask, adv, clip_eps=config.clip_eps,
+                                  ref_logprobs=ref_logprobs, kl_coef=config.kl_coef)
+        if method == "teacher-grpo":
+            for name, weight, data in (("teacher_sft", config.teacher_sft_weight, teacher_data),
+                                       ("self_sft", config.self_sft_weight, own)):
+                if data and weight:
+                    term = _sft_loss(model, tokenizer, data)
+                    loss = loss + weight * term
+                    stats[f"{name}_loss"] = term.item()
+            stats["loss"] = loss.item()
+        optimizer.zero_grad()
+        if accelerator is not None:
+            accelerator.backward(loss)
+        else:
+            loss.backward()
+        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, config.clip_norm))
+        optimizer.step()
+    stats.update(teacher_examples=len(teacher_data), self_examples=len(own),
+                 nonzero_advantages=int((adv.abs() > 1e-8).sum()))
+    return stats
+
+
+def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher: Teacher | None = None,
+             eval_fn=None, eval_every: int = 0, progress: bool = True, accelerator=None, **overrides) -> list[dict]:
+    """Train model's LoRA parameters with config.method on the rollout tasks; one dict per step.
+
+    tasks: the rollout pool (train and val tasks; only the splits in config.splits are used,
+    and a test task raises). overrides: RLConfig fields, e.g. train_rl(m, t, tasks, method="ppo").
+    teacher (teacher-grpo only): defaults to OfflineTeacher(config.style); its answers for the
+    train tasks are fetched once, verified in the sandbox, and the step's tasks' answers join
+    the loss. eval_fn(model) -> dict runs every eval_every steps and after the last.
+    accelerator: an `accelerate.Accelerator` (chapter 11) for backward; generation uses the unwrapped model.
+    Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
+    the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
+    """
+    from course_lib.evaluation import format_prompt
+    from course_lib.progress import tqdm
+
+    config = (config or RLConfig())
+    config = RLConfig(**{**asdict(config), **overrides}).check()
+    tasks = list(tasks)
+    test_tasks = [t.id for t in tasks if t.split not in ROLLOUT_SPLITS]
+    if test_tasks:
+        raise ValueError(f"RL may not use {len(test_tasks)} held-out test task(s), e.g. {test_tasks[:3]}: "
+                         f"pass only train/val tasks")
+    pool = [t for t in tasks if t.split in config.splits]
+    if not pool:
+        raise ValueError(f"no task of the splits {config.splits} among the {len(tasks)} given")
+    params = [p for p in model.parameters() if p.requires_grad]
+    if not params:
+        raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or load_policy)")
+    policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation needs the bare model
+    if not hasattr(policy, "disable_adapter") and config.method in ("grpo", "teacher-grpo"):
+        raise ValueError(f"{config.method} needs a peft model (its reference is the adapter disabled)")
+
+    teacher_by_prompt: dict[str, list[Example]] = {}
+    if config.method == "teacher-grpo":
+        teacher = teacher or OfflineTeacher(config.style)
+        if teacher.style != config.style:
+            raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
+        for e in teacher_examples(teacher, pool, timeout=config.timeout):
+            teacher_by_prompt.setdefault(e.prompt, []).append(e)
+
+    torch.manual_seed(config.seed)
+    rng = random.Random(config.seed)
+    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+    if accelerator is not None:
+        optimizer = accelerator.prepare(optimizer)
+    order: list = []
+    history = []
+    for step in tqdm(range(1, config.steps + 1), desc=config.method, disable=not progress, unit="step"):
+        start = time.perf_counter()
+        chosen = []
+        while len(chosen) < min(config.prompts_per_step, len(pool)):
+            if not order:
+                order = rng.sample(pool, len(pool))
+            task = order.pop()
+            if task not in chosen:
+                chosen.append(task)
+        batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step)
+        teacher_data = [e for t in chosen for e in teacher_by_prompt.get(format_prompt(t, config.style), [])]
+        model.train()
+        stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator)
+        model.eval()
+        on_train = [p for p, t in zip(batch.passed, batch.tasks) if t.split == "train"]
+        row = {"step": step, "reward": round(batch.rewards.mean().item(), 4),
+               "pass_rate": round(sum(batch.passed) / len(batch.passed), 4),
+               "rollout_train_pass_rate": round(sum(on_train) / len(on_train), 4) if on_train else None,
+               "avg_len": round(sum(batch.n_tokens) / len(batch.n_tokens), 2),
+               "groups_with_a_pass": sum(any(batch.passed[i:i + config.group_size])
+                                         for i in range(0, len(batch.passed), config.group_size)), **stats,
+               "seconds": round(time.perf_counter() - start, 2)}
+        if eval_fn is not None and (step == config.steps or (eval_every and step % eval_every == 0)):
+            row.update(eval_fn(policy))
+        history.append(row)
+    return history
+
+
+def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,
+                       **kwargs) -> list[dict]:
+    """Seed 004's teacher-guided GRPO: `train_rl` with method="teacher-grpo" (kwargs as for train_rl)."""
+    return train_rl(model, tokenizer, tasks, config, teacher=teacher, method="teacher-grpo", **kwargs)
+
+
+# -----------------------------------------------------------------------------
+# command line: python -m course_lib llm --method {reinforce,ppo,grpo,teacher-grpo} ... (options added to llm's)
+
+def add_arguments(group) -> None:
+    d = RLConfig()
+    group.add_argument("--init-adapter", default="auto",
+                       help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
+                            "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
+    group.add_argument("--group-size", type=int, default=None,
+                       help="samples per prompt [reinforce/ppo 1 (seed 003), grpo/teacher-grpo 4]")
+    group.add_argument("--rollout-temperature", type=float, default=d.temperature,
+                       help=f"sampling temperature of the rollouts [{d.temperature}]")
+    group.add_argument("--length-alpha", type=float, default=d.length_alpha,
+                       help=f"seed 003's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
+    group.add_argument("--clip-eps", type=float, default=d.clip_eps, help=f"PPO clip range [{d.clip_eps}]")
+    group.add_argument("--min-std", type=float, default=d.min_std,
+                       help=f"floor of the std that normalises advantages (ppo, grpo) [{d.min_std}]")
+    group.add_argument("--epochs", type=int, default=d.epochs,
+                       help=f"passes over each rollout batch (ppo, grpo, teacher-grpo) [{d.epochs}]")
+    group.add_argument("--kl-coef", type=float, default=d.kl_coef,
+                       help=f"KL penalty towards the starting policy (grpo, teacher-grpo) [{d.kl_coef}]")
+    group.add_argument("--teacher-sft-weight", type=float, default=d.teacher_sft_weight,
+                       help=f"weight of SFT on the teacher's answers (teacher-grpo) [{d.teacher_sft_weight}]")
+    group.add_argument("--self-sft-weight", type=float, default=d.self_sft_weight,
+                       help=f"weight of SFT on the best passing own samples (teacher-grpo) [{d.self_sft_weight}]")
+    group.add_argument("--teacher-url", default=None,
+                       help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
+                            "solutions (OfflineTeacher)")
+    group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
+    group.add_argument("--style", choices=("completion", "instruct"), default=d.style,
+                       help="prompt format: the task's prompt, or seed 004's <think> + ```python instruction [completion]")
+    group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
+                       help="whose tests give the rewards (train, val; never test) [train val]")
+
+
+def config_from_args(args) -> RLConfig:
+    """RLConfig from the command line, with method-dependent defaults and clear errors."""
+    if args.no_prompt_mask:
+        raise ValueError("--no-prompt-mask is an SFT option; RL always scores only what the model wrote")
+    if args.method != "teacher-grpo" and (args.teacher_url or args.teacher_model):
+        raise ValueError(f"--teacher-url/--teacher-model serve --method teacher-grpo, not {args.method}")
+    if bool(args.teacher_url) != bool(args.teacher_model):
+        raise ValueError("--teacher-url and --teacher-model go together (the server needs the model's name)")
+    group_size = args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)
+    return RLConfig(method=args.method, steps=20 if args.steps is None else args.steps,
+                    prompts_per_step=args.batch_size, group_size=group_size,
+                    lr=1e-3 if args.lr is None else args.lr, temperature=args.rollout_temperature,
+                    max_new_tokens=args.max_new_tokens, length_alpha=args.length_alpha, clip_eps=args.clip_eps,
+                    min_std=args.min_std,
+                    epochs=args.epochs, kl_coef=args.kl_coef, teacher_sft_weight=args.teacher_sft_weight,
+                    self_sft_weight=args.self_sft_weight, style=args.style, splits=tuple(args.rollout_splits),
+                    seed=args.seed).check()
+
+
+def resolve_init_adapter(value: str, model_name: str):
+    from course_lib import llm
+
+    if value == "none":
+        return None
+    if value != "auto":
+        return value
+    if model_name != llm.TINY:
+        return None
+    sft_dir = llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft"
+    if not (sft_dir / "adapter_config.json").exists():
+        raise FileNotFoundError(f"the tiny coder's SFT adapter is not at {sft_dir}; run "
+                                "notebooks/09_transformers_and_lora.ipynb, or pass --init-adapter none")
+    return sft_dir
+
+
+def run_rl(args) -> dict:
+    """Load the policy (SFT adapter merged, fresh LoRA), run the RL method on train+val tests, evaluate."""
+    from course_lib import llm
+    from course_lib.sandbox import run_tests
+    from course_lib.tasks import load_tasks
+
+    config = config_from_args(args)
+    init_adapter = resolve_init_adapter(args.init_adapter, args.model_name)
+    teacher = HTTPTeacher(args.teacher_url, args.teacher_model, style=config.style) if args.teacher_url else None
+    llm.prepare_run(args)
+    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    start = time.perf_counter()
+    model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
+                                   alpha=args.alpha, targets=args.targets, seed=args.seed)
+    tasks = load_tasks()
+    history = train_rl(model, tokenizer, [t for t in tasks if t.split != "test"], config, teacher=teacher,
+                       progress=not args.no_progress)
+    return llm.finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
+                          rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,
+                          rl_config=asdict(config))
