@@ -16,10 +16,11 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import sys
 import time
 from pathlib import Path
+
+from _common import stats  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -68,12 +69,6 @@ def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrai
     print(f"{variant:14s} seed {seed}: " + ", ".join(f"{k} {result[k]:.3f}" for k in RATES[:5:2])
           + f" in {result['seconds']:.0f} s", flush=True)
     return result
-
-
-def stats(values):
-    values = [v for v in values if v is not None]
-    return {"mean": round(statistics.mean(values), 4),
-            "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0, "values": values}
 
 
 def main() -> int:

@@ -22,23 +22,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 from course_lib import llm, llm_rl  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
-from course_lib.tasks import load_tasks  # noqa: E402
-
-SMALL = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
-             num_key_value_heads=2, max_position_embeddings=1024)
-
-
-@pytest.fixture(scope="module")
-def tasks():
-    return load_tasks()
-
-
-@pytest.fixture(scope="module")
-def small_dir(tmp_path_factory, tasks):
-    texts = [t.prompt + t.solution for t in tasks if t.split == "train"]
-    tokenizer = llm.train_tiny_tokenizer(texts, vocab_size=300)
-    model = llm.build_tiny_coder(len(tokenizer), seed=0, **SMALL)
-    return llm.save_model(model, tokenizer, tmp_path_factory.mktemp("small") / "model")
 
 
 @pytest.fixture(scope="module")
