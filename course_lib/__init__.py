@@ -15,7 +15,7 @@ One module per idea, named in the book's vocabulary:
 - ``plots``      the training plots every run writes
 - ``llm``, ``evaluation``      a tiny LLaMA-architecture coder, LoRA, SFT; pass@k (chapter 9)
 - ``llm_rl``     REINFORCE, PPO, GRPO and teacher-guided GRPO on LoRA (chapters 10-11)
-- ``teacher_server``           a local OpenAI-compatible teacher endpoint (chapter 11)
+- ``teacher_server``           an OpenAI-compatible stand-in teacher on loopback (chapter 11)
 - ``reproduce``  the papermill batch that executes every chapter
 - ``colab``      the setup cell every notebook starts with
 - ``progress``   progress bars that stay out of the book's saved outputs

@@ -89,6 +89,36 @@ def extract_fenced_code(text: str) -> str | None:
     return code if code.endswith("\n") else code + "\n"
 
 
+def extract_thinking(text: str) -> str | None:
+    """The reasoning of a unified answer: the text of its first <think>...</think> block, stripped.
+
+    A lone </think> (the template opened the block) gives what precedes it; an unclosed
+    <think> (cut off while thinking) gives what follows it; no tags at all give None.
+    """
+    if "<think>" in text:
+        inside = text.split("<think>", 1)[1]
+        return inside.split("</think>", 1)[0].strip()
+    if "</think>" in text:
+        return text.split("</think>", 1)[0].strip()
+    return None
+
+
+def format_response(code: str, thinking: str | None = None) -> str:
+    """The unified answer every stage writes and reads (seed 004): <think> reasoning, then one ```python block.
+
+    The inverse of extraction: extract_thinking(format_response(c, t)) == t.strip() and
+    extract_completion(format_response(c, t)) == c (with a final newline). A teacher's
+    trace is stored in this form and becomes the target of teacher-SFT.
+    """
+    if "```" in code:
+        raise ValueError("code holds a ``` fence, which would end the markdown block early; pass the bare code")
+    if thinking is not None and ("<think>" in thinking or "</think>" in thinking):
+        raise ValueError("thinking holds a <think> tag; pass the reasoning text alone")
+    code = code if code.endswith("\n") else code + "\n"
+    think = f"<think>\n{thinking.strip()}\n</think>\n\n" if thinking is not None else ""
+    return f"{think}```python\n{code}```\n"
+
+
 def truncate_at_stop(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES) -> str:
     """text up to (not including) the earliest stop sequence; all of it if none occurs."""
     cut = min((i for i in (text.find(s) for s in stop_sequences) if i >= 0), default=len(text))
@@ -141,7 +171,7 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
     no top-p), from torch's generator seeded with seed: the same call gives the same text.
     Rows are left-padded, so every row's next token sits at the same position.
     """
-    from tqdm.auto import tqdm
+    from course_lib.progress import tqdm
     from transformers import GenerationConfig
 
     from course_lib.llm import encode_prompt
@@ -263,3 +293,39 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
                         sum(pass_at_k(r["n"], r["c"], k) for r in members) / len(members), 4)
     result["per_task"] = rows
     return result
+
+
+# -----------------------------------------------------------------------------
+# 5. is a difference real? standard errors over tasks
+
+def pass_rate_with_se(per_task: Sequence[dict], split: str | None = None) -> tuple[float, float]:
+    """(pass rate, its standard error) of `evaluate`'s per-task rows (of one split, if given).
+
+    The pass rate is the mean over tasks of c / n; its standard error is the standard
+    deviation of those per-task rates over sqrt(number of tasks): it holds both the
+    sampling noise (n samples per task) and how much tasks differ from each other.
+    """
+    rates = [r["c"] / r["n"] for r in per_task if split is None or r["split"] == split]
+    if len(rates) < 2:
+        raise ValueError(f"need at least 2 tasks with sampled results (rows with n and c), got {len(rates)}")
+    mean = sum(rates) / len(rates)
+    var = sum((x - mean) ** 2 for x in rates) / (len(rates) - 1)
+    return mean, (var / len(rates)) ** 0.5
+
+
+def compare_pass_rates(after: Sequence[dict], before: Sequence[dict], split: str, *, z: float = 2.0) -> dict:
+    """Paired comparison of two evaluations of the same tasks: after - before, per task, then averaged.
+
+    Returns {"difference", "se", "real"}: se is the standard error of the mean of the
+    per-task differences; "real" is True only when |difference| > z * se (z = 2: about
+    95% confidence). Pairing by task removes the task-to-task spread both runs share.
+    """
+    a = {r["id"]: r["c"] / r["n"] for r in after if r["split"] == split}
+    b = {r["id"]: r["c"] / r["n"] for r in before if r["split"] == split}
+    if set(a) != set(b) or len(a) < 2:
+        raise ValueError(f"the two evaluations must hold the same {split} tasks (at least 2), "
+                         f"got {len(a)} and {len(b)} tasks, {len(set(a) ^ set(b))} not in both")
+    d = [a[i] - b[i] for i in sorted(a)]
+    mean = sum(d) / len(d)
+    se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
+    return {"difference": mean, "se": se, "real": abs(mean) > z * se}

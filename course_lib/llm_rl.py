@@ -274,12 +274,19 @@ class HTTPTeacher:
                                          headers=headers, method="POST")
         try:
             with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                answer = json.loads(response.read())
+                raw = response.read()
         except urllib.error.HTTPError as e:
             raise RuntimeError(f"the teacher at {self.url} answered HTTP {e.code}: {e.read()[:200]!r}") from e
         except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
             raise ConnectionError(f"no teacher answers at {self.url} ({e}); start one, e.g. "
                                   f"`vllm serve {self.model}`, or use OfflineTeacher") from e
+        try:
+            answer = json.loads(raw)
+        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            raise ValueError(f"the teacher at {self.url} did not answer with JSON ({e}); it began {raw[:80]!r}: "
+                             "is this an OpenAI-compatible endpoint?") from None
+        if not isinstance(answer, dict) or not answer.get("choices"):
+            raise ValueError(f"the teacher at {self.url} answered without choices: {str(answer)[:200]}")
         choice = answer["choices"][0]
         return choice["message"]["content"] if self.chat else choice["text"]
 
