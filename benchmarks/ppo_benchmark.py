@@ -21,11 +21,12 @@ import argparse
 import json
 import os
 import resource
-import statistics
 import subprocess
 import sys
 import time
 from pathlib import Path
+
+from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,17 +91,11 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
         "expert_iteration": {**{k: v for k, v in ei_eval.items() if k.endswith("pass_rate")},
                              "rounds": ei["rounds"], "wall_s": ei["wall_s"], "curve": ei["curve"]},
     }
-    (run_dir / "baselines.json").write_text(json.dumps(result, indent=1) + "\n")
+    write_json(run_dir / "baselines.json", result)
     return result
 
 
 def summarise(results: list[dict]) -> dict:
-    def stats(values):
-        values = [v for v in values if v is not None]
-        return {"mean": round(statistics.mean(values), 4),
-                "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0,
-                "values": values}
-
     rows = {}
     for key in ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
                 "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate"):
@@ -135,7 +130,7 @@ def main() -> int:
     print(f"\n{'figure':42s} {'mean':>7s} {'std':>7s}   per seed")
     for key, s in summary.items():
         print(f"{key:42s} {s['mean']:7.3f} {s['std']:7.3f}   {s['values']}")
-    (args.out / "summary.json").write_text(json.dumps({"summary": summary, "runs": results}, indent=1) + "\n")
+    write_json(args.out / "summary.json", {"summary": summary, "runs": results})
 
     from course_lib.trainer import read_metrics
     keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
@@ -149,8 +144,7 @@ def main() -> int:
             "per_task": {str(r["seed"]): [{k: row[k] for k in ("id", "split", "novelty", "passed", "completion")}
                                           for row in json.loads((args.out / f"seed{r['seed']}" / "eval.json")
                                                                 .read_text())["per_task"]] for r in results}}
-    args.notebook_data.parent.mkdir(parents=True, exist_ok=True)
-    args.notebook_data.write_text(json.dumps(data, indent=1) + "\n")
+    write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
     return 0
 

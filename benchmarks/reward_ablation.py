@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import stats  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -117,8 +117,7 @@ def main() -> int:
                                           for row in r["per_task"]] for r in rows} for v, rows in results.items()},
         "seconds": round(seconds, 1),
     }
-    args.notebook_data.parent.mkdir(parents=True, exist_ok=True)
-    args.notebook_data.write_text(json.dumps(data, indent=1) + "\n")
+    write_json(args.notebook_data, data)
     print(f"wrote {args.notebook_data}")
     return 0
 

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import stats  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -125,9 +125,8 @@ def main() -> int:
         "tasks": {row["id"]: {"split": row["split"], "novelty": row["novelty"]} for row in first["per_task"]},
         "total_seconds": round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1),
     }
-    (args.out / "summary.json").write_text(json.dumps({"summary": summary}, indent=1) + "\n")
-    args.notebook_data.parent.mkdir(parents=True, exist_ok=True)
-    args.notebook_data.write_text(json.dumps(data, indent=1) + "\n")
+    write_json(args.out / "summary.json", {"summary": summary})
+    write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
     return 0
 

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import textwrap
 
 import pytest
 import torch
@@ -14,6 +13,7 @@ from course_lib.checkpoints import save_checkpoint
 from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler, run
+from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 # A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
 TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
@@ -100,31 +100,8 @@ def test_no_test_task_is_ever_rolled_out(monkeypatch):
         TaskSampler(trainer.tasks, seed=0, unsolved_weight=1.0, min_weight=0.05)
 
 
-TOY = textwrap.dedent('''
-    family = "toy"
-    description = "stopping at once passes: the docstring alone is a valid body"
-
-    [[task]]
-    id = "nothing"
-    split = "train"
-    entry_point = "nothing"
-    prompt = """def nothing(x: int):\\n    \\"\\"\\"Return nothing.\\"\\"\\"\\n"""
-    solution = "    pass\\n"
-    tests = ["assert nothing(1) is None", "assert nothing(2) is None"]
-
-    [[task]]
-    id = "nothing_val"
-    split = "val"
-    novelty = "near"
-    entry_point = "nothing_val"
-    prompt = """def nothing_val(x: int):\\n    \\"\\"\\"Return nothing.\\"\\"\\"\\n"""
-    solution = "    pass\\n"
-    tests = ["assert nothing_val(1) is None"]
-''')
-
-
 def test_a_tiny_run_raises_the_reward_on_a_toy_task(tmp_path):
-    (tmp_path / "toy.toml").write_text(TOY)
+    write_toy_tasks(tmp_path)
     tok = course_tokenizer()
     torch.manual_seed(0)
     model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
@@ -185,7 +162,7 @@ def test_cli_rejects_mismatched_checkpoints(tmp_path, capsys):
 
 
 def test_cli_eval_on_another_task_folder(tmp_path, capsys):
-    (tmp_path / "toy.toml").write_text(TOY)
+    write_toy_tasks(tmp_path)
     tok = course_tokenizer()
     torch.manual_seed(0)
     save_checkpoint(tmp_path / "ours.pt", GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16)), tok)
@@ -200,7 +177,7 @@ def test_baselines_run_and_never_sample_test_tasks(tmp_path):
     from course_lib.baselines import best_of_n, expert_iteration
     from course_lib.tasks import load_tasks
 
-    (tmp_path / "toy.toml").write_text(TOY)
+    write_toy_tasks(tmp_path)
     tasks = load_tasks(tasks_dir=tmp_path)
     tok = course_tokenizer()
     torch.manual_seed(0)

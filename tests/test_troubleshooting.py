@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import textwrap
 
 import pytest
 import torch
@@ -11,19 +10,7 @@ from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, sav
 from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, run
-
-# stopping at once passes: the docstring alone is a valid body (as in tests/test_trainer.py)
-TOY = textwrap.dedent('''
-    family = "toy"
-    [[task]]
-    id = "nothing"
-    split = "train"
-    entry_point = "nothing"
-    prompt = """def nothing(x: int):\\n    \\"\\"\\"Return nothing.\\"\\"\\"\\n"""
-    solution = "    pass\\n"
-    tests = ["assert nothing(1) is None", "assert nothing(2) is None"]
-''')
-
+from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 def tiny_model(seed=0):
     tok = course_tokenizer()
@@ -32,7 +19,7 @@ def tiny_model(seed=0):
 
 
 def toy_config(tmp_path, **changes):
-    (tmp_path / "toy.toml").write_text(TOY)
+    write_toy_tasks(tmp_path, with_val=False)
     base = dict(tasks_dir=str(tmp_path), updates=6, episodes_per_update=32, episodes_per_task=16, minibatch_size=16,
                 epochs=4, lr=0.02, warmup_updates=0, max_new_tokens=8, temperature=1.0, bc_coef=0.0, sil_coef=0.0,
                 eval_every=0, target_kl=None, plots=False)
