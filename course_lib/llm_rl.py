@@ -407,6 +407,9 @@ def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params
         optimizer.zero_grad()
         if accelerator is not None:
             accelerator.backward(loss)
+            if accelerator.num_processes > 1:  # the peft model is not DDP-wrapped (the GRPO reference is its
+                for p in params:                # disable_adapter()), so average the adapter's gradients here
+                    p.grad = accelerator.reduce(p.grad, reduction="mean")
         else:
             loss.backward()
         stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, config.clip_norm))
@@ -425,7 +428,8 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     teacher (teacher-grpo only): defaults to OfflineTeacher(config.style); its answers for the
     train tasks are fetched once, verified in the sandbox, and the step's tasks' answers join
     the loss. eval_fn(model) -> dict runs every eval_every steps and after the last.
-    accelerator: an `accelerate.Accelerator` (chapter 11) for backward; generation uses the unwrapped model.
+    accelerator: an `accelerate.Accelerator` (chapter 11) for backward, which then averages the adapter's
+        gradients over the processes; generation uses the unwrapped model.
     Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
     the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
     """

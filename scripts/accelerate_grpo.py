@@ -54,25 +54,6 @@ def parse_args(argv=None):
     return p.parse_args(argv)
 
 
-def gradient_averaging_accelerator(cpu: bool, params_of):
-    """An Accelerator whose backward also averages the adapter's gradients over the processes.
-
-    What DistributedDataParallel does for a wrapped model; here the peft model stays
-    unwrapped (the GRPO reference is `model.disable_adapter()`), so the averaging is explicit.
-    params_of() gives the trainable parameters once the model exists.
-    """
-    from accelerate import Accelerator
-
-    class GradientAveragingAccelerator(Accelerator):
-        def backward(self, loss, **kwargs):
-            super().backward(loss, **kwargs)
-            if self.num_processes > 1:
-                for p in params_of():  # every LoRA parameter gets a gradient on every process: no deadlock
-                    p.grad = self.reduce(p.grad, reduction="mean")
-
-    return GradientAveragingAccelerator(cpu=cpu)
-
-
 def main(argv=None) -> int:
     import torch
     import transformers
@@ -83,8 +64,9 @@ def main(argv=None) -> int:
     args = parse_args(argv)
     torch.set_num_threads(args.threads)
     transformers.utils.logging.disable_progress_bar()
-    trainable: list = []
-    accelerator = gradient_averaging_accelerator(args.cpu, lambda: trainable)
+    from accelerate import Accelerator
+
+    accelerator = Accelerator(cpu=args.cpu)  # llm_rl.update averages the adapter's gradients over the processes
     rank, world = accelerator.process_index, accelerator.num_processes
     out = Path(args.out)
     if accelerator.is_main_process and (out / "metrics.jsonl").exists():
@@ -93,7 +75,6 @@ def main(argv=None) -> int:
     init_adapter = llm_rl.resolve_init_adapter(args.init_adapter, args.model_name)
     model, tokenizer = llm_rl.load_policy(args.model_name, str(accelerator.device), init_adapter=init_adapter,
                                           seed=args.seed)  # the same start on every process
-    trainable.extend(p for p in model.parameters() if p.requires_grad)
     config = llm_rl.RLConfig(method=args.method, steps=args.steps, prompts_per_step=args.batch_size,
                              group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr,
                              style=args.style, seed=args.seed + 1000 * rank)  # each process its own rollouts
