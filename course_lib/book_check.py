@@ -65,19 +65,24 @@ class BookCheckError(RuntimeError):
 
 def build_book(out_dir: Path, source: Path = REPO_ROOT) -> Path:
     """Build the HTML book into ``out_dir`` with warnings as errors; return the html folder."""
-    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    if jb is None:
-        raise BookCheckError("jupyter-book is not installed: run `bash scripts/setup.sh` (or `make setup`)")
+    jb, env = _jupyter_book()
     out_dir = Path(out_dir)
     proc = subprocess.run([jb, "build", "-W", "-n", "--keep-going", "--path-output", str(out_dir), str(source)],
-                          capture_output=True, text=True, env={**os.environ, "PATH": str(Path(jb).parent)
-                                                               + os.pathsep + os.environ["PATH"]})
+                          capture_output=True, text=True, env=env)
     html = out_dir / "_build" / "html"
     if proc.returncode != 0 or not (html / "index.html").exists():
         log = (proc.stdout + proc.stderr)[-6000:]
         raise BookCheckError(f"`jupyter-book build -W -n` failed (exit {proc.returncode}); "
                              f"a warning is an error here. The end of its output:\n{log}")
     return html
+
+
+def _jupyter_book() -> tuple[str, dict]:
+    """The jupyter-book executable (the venv's first), and an environment whose PATH finds its tools."""
+    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
+    if jb is None:
+        raise BookCheckError("jupyter-book is not installed: run `bash scripts/setup.sh` (or `make setup`)")
+    return jb, {**os.environ, "PATH": str(Path(jb).parent) + os.pathsep + os.environ["PATH"]}
 
 
 def book_pages(html_dir: Path) -> list[str]:
@@ -307,6 +312,12 @@ def expected_launch_links(notebook: str, config: dict) -> dict[str, str]:
     }
 
 
+def save_report(reports: list[PageReport], path: Path) -> None:
+    """The reports as JSON, kept beside the screenshots."""
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps([dataclasses.asdict(r) for r in reports], indent=1))
+
+
 def check_book(out_dir: Path, *, screenshots: Path | None = None) -> list[PageReport]:
     """Build the book into ``out_dir`` and check every page; returns one report per page."""
     html = build_book(out_dir)
@@ -319,10 +330,9 @@ def check_book(out_dir: Path, *, screenshots: Path | None = None) -> list[PageRe
 
 def check_links(out_dir: Path, source: Path = REPO_ROOT) -> int:
     """Sphinx's linkcheck builder over the book: every external link must answer."""
-    jb = shutil.which("jupyter-book", path=str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"])
-    if jb is None:
-        raise BookCheckError("jupyter-book is not installed: run `bash scripts/setup.sh`")
-    proc = subprocess.run([jb, "build", "--builder", "linkcheck", "--path-output", str(out_dir), str(source)])
+    jb, env = _jupyter_book()
+    proc = subprocess.run([jb, "build", "--builder", "linkcheck", "--path-output", str(out_dir), str(source)],
+                          env=env)
     print(f"link report: {Path(out_dir) / '_build' / 'linkcheck' / 'output.txt'}")
     return proc.returncode
 
@@ -355,5 +365,5 @@ def main(args) -> int:
             print(f"       {problem}")
     print(f"{len(reports)} pages checked in {time.perf_counter() - start:.1f} s; {bad} with problems; "
           f"screenshots in {out / 'screenshots'}")
-    (out / "report.json").write_text(json.dumps([dataclasses.asdict(r) for r in reports], indent=1))
+    save_report(reports, out / "report.json")
     return 1 if bad else 0

@@ -45,7 +45,7 @@ def built_book(tmp_path_factory) -> Path:
 def reports(built_book) -> dict[str, book_check.PageReport]:
     shutil.rmtree(ARTIFACTS, ignore_errors=True)
     found = book_check.check_pages(built_book, screenshots=ARTIFACTS / "screenshots")
-    (ARTIFACTS / "report.json").write_text(json.dumps([r.__dict__ for r in found], indent=1))
+    book_check.save_report(found, ARTIFACTS / "report.json")
     return {r.page: r for r in found}
 
 
