@@ -45,16 +45,19 @@ KEYS = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_
         "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
 KEEP = ("update", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled", "approx_kl", "clip_frac",
         "entropy", "explained_variance", "ratio_mean", "ratio_std", "bc_loss", "bc_weight", "sil_loss",
-        "teacher_episodes", "val_tasks_found", "length_mean")
+        "teacher_episodes", "val_tasks_found", "length_mean", "explore_pass_rate", "train_pass_rate_greedy",
+        "val_pass_rate_greedy", "wall_s")
 
 
 def base_config(args) -> dict:
     return dict(pretrained=str(args.pretrained), updates=args.updates, episodes_per_update=args.episodes,
-                episodes_per_task=8, minibatch_size=args.episodes // 2, eval_every=0, save_every=args.updates,
+                episodes_per_task=8, minibatch_size=args.episodes // 2, eval_every=args.eval_every,
+                save_every=args.updates,
                 plots=False, threads=1)
 
 
-def run_one(variant: str, seed: int, args) -> dict:
+def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
+    """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
     from course_lib.trainer import PPOConfig, run
 
     run_dir = args.out / variant / f"seed{seed}"
@@ -64,7 +67,7 @@ def run_one(variant: str, seed: int, args) -> dict:
     if run_dir.exists():  # an interrupted run: start it again
         for f in run_dir.iterdir():
             f.unlink() if f.is_file() else None
-    settings = {**base_config(args), **VARIANTS[variant], "seed": seed}
+    settings = {**base_config(args), **variants[variant], "seed": seed}
     # the same number of gradient steps per update in every variant: 2 minibatches x 2 epochs
     settings["minibatch_size"] = (args.episodes + settings.get("teacher_episodes", 0)) // 2
     config = PPOConfig(**settings)
@@ -80,16 +83,19 @@ def run_one(variant: str, seed: int, args) -> dict:
     return result
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10, episodes=64, eval_every=0) -> int:
+    """Run every variant x seed (two at a time), summarise, write OUT/summary.json and the notebook's copy.
+    Another ablation (e.g. explore_ablation.py) calls this with its own variants and defaults."""
+    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=list(VARIANTS), choices=list(VARIANTS))
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / "teacher_ablation")
+    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants))
+    parser.add_argument("--out", type=Path, default=ROOT / "runs" / name)
     parser.add_argument("--pretrained", type=Path, default=ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
-    parser.add_argument("--updates", type=int, default=10, help="PPO updates per run")
-    parser.add_argument("--episodes", type=int, default=64, help="sampled episodes per update")
+    parser.add_argument("--updates", type=int, default=updates, help="PPO updates per run")
+    parser.add_argument("--episodes", type=int, default=episodes, help="sampled episodes per update")
+    parser.add_argument("--eval-every", type=int, default=eval_every, help="greedy evaluation every this many updates")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
-    parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / "teacher_ablation.json")
+    parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / f"{name}.json")
     args = parser.parse_args()
     from course_lib.trainer import read_metrics
 
@@ -98,9 +104,9 @@ def main() -> int:
         import multiprocessing
         from concurrent.futures import ProcessPoolExecutor
         with ProcessPoolExecutor(args.jobs, mp_context=multiprocessing.get_context("spawn")) as pool:
-            done = dict(zip(jobs, pool.map(run_one, *zip(*jobs), [args] * len(jobs))))
+            done = dict(zip(jobs, pool.map(run_one, *zip(*jobs), [args] * len(jobs), [variants] * len(jobs))))
     else:
-        done = {job: run_one(*job, args) for job in jobs}
+        done = {job: run_one(*job, args, variants) for job in jobs}
     results = {v: {s: done[(v, s)] for s in args.seeds} for v in args.variants}
     first = results[args.variants[0]][args.seeds[0]]
     summary = {"pretrained": {k: first["baseline"].get(k) for k in KEYS}}
@@ -113,7 +119,7 @@ def main() -> int:
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
     data = {
-        "script": "benchmarks/teacher_ablation.py", "seeds": args.seeds, "variants": VARIANTS,
+        "script": f"benchmarks/{name}.py", "seeds": args.seeds, "variants": variants,
         "base_config": {k: v for k, v in base_config(args).items() if k != "pretrained"},
         "pretrained": "notebooks/checkpoints/gru_pretrained.pt", "summary": summary,
         "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}

@@ -137,6 +137,11 @@ class PPOConfig:
     teacher_source: str = _opt("off", "teacher episodes: train reference solutions, the pretrained policy's passing "
                                        "greedy programs, or both", choices=TEACHER_SOURCES)
     teacher_episodes: int = _opt(0, "teacher programs added to each update's batch as extra episodes (0: none)")
+    # --- exploration near the greedy program (course_lib.explore) ---------------------------
+    explore_episodes: int = _opt(0, "epsilon-greedy episodes per update on the val tasks no program has passed "
+                                    "yet; what passes goes to self-imitation, never to the PPO loss (0: none)")
+    explore_epsilon: float = _opt(0.04, "chance per token that an exploring episode leaves the greedy choice")
+    explore_temperature: float = _opt(1.0, "temperature of the token drawn when it leaves the greedy choice")
     # --- logging and saving --------------------------------------------------------------
     eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")
     save_every: int = _opt(10, "write train_state.pt every this many updates (and at the end)")
@@ -232,6 +237,10 @@ class PPOConfig:
         need((self.teacher_source == "off") == (self.teacher_episodes == 0),
              f"teacher_source={self.teacher_source!r} with teacher_episodes={self.teacher_episodes}: set both "
              "(e.g. --teacher-source reference --teacher-episodes 16) or neither")
+        need(self.explore_episodes >= 0, f"explore_episodes must be >= 0, got {self.explore_episodes}")
+        need(0 <= self.explore_epsilon <= 1, f"explore_epsilon is a probability per token; got "
+             f"{self.explore_epsilon}, try 0.04")
+        need(self.explore_temperature > 0, f"explore_temperature must be positive, got {self.explore_temperature}")
         need(self.bc_schedule in BC_SCHEDULES, f"bc_schedule must be one of {BC_SCHEDULES}, got {self.bc_schedule!r}")
         need(0 <= self.bc_final <= 1, f"bc_final must be in [0, 1], got {self.bc_final}")
         need(self.pretrain_regime in ("memorise", "broad"),
@@ -548,6 +557,7 @@ class PPOTrainer:
         self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches
         # Teacher episodes (chapter 8): a fixed pool of passing programs, built from the START policy.
         self.teacher_rng = np.random.default_rng(config.seed + 2)  # its own stream: the rest is unchanged
+        self.explore_generator = torch.Generator().manual_seed(config.seed + 3)  # so is exploration's
         self.teacher_pool = []
         if config.teacher_episodes > 0:
             self.teacher_pool = teacher_pool(config.teacher_source, self.rl_tasks, model=self.model,
@@ -613,6 +623,9 @@ class PPOTrainer:
         self.sampler.observe(ro.episodes)
         new_programs = sum(self.passing.add(self.tasks_by_id[e.task_id], e.completion)
                            for e in ro.episodes if e.all_passed and self.tasks_by_id[e.task_id].split != "train")
+        explored = self._explore() if c.explore_episodes > 0 else []
+        new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
+                            if report.all_passed)
         sampled = ro  # the policy's own episodes: the logged reward and pass rates are theirs alone
         if c.teacher_episodes > 0:  # off-policy rows: pi_old := the current policy's probability of them
             teach = teacher_rollout(self.model, self.tokenizer, self.tasks_by_id,
@@ -691,6 +704,8 @@ class PPOTrainer:
             "truncated_frac": float(np.mean([e.truncated for e in episodes])),
             "length_mean": float(sampled.mask.sum(1).mean()),
             "episodes": len(episodes), "new_passing_programs": new_programs,
+            "explore_episodes": len(explored),
+            "explore_pass_rate": float(np.mean([r.all_passed for _, _, r in explored])) if explored else None,
             "val_tasks_found": sum(1 for t in self.rl_tasks if t.split == "val" and t.id in self.passing.programs),
         })
         if c.teacher_episodes > 0:
@@ -713,6 +728,19 @@ class PPOTrainer:
         stats = {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
                  for k, v in stats.items()}
         return stats
+
+    def _explore(self) -> list[tuple]:
+        """Epsilon-greedy episodes (course_lib.explore) spread evenly over the val tasks not found yet."""
+        from course_lib.explore import explore
+
+        c = self.config
+        todo = [t for t in self.rl_tasks if t.split != "train" and t.id not in self.passing.programs]
+        if not todo:
+            return []
+        rows = [todo[i % len(todo)] for i in range(c.explore_episodes)]
+        return explore(self.model, self.tokenizer, rows, epsilon=c.explore_epsilon,
+                       temperature=c.explore_temperature, max_new_tokens=c.max_new_tokens,
+                       allowed_ids=self.alphabet, generator=self.explore_generator, timeout=c.sandbox_timeout)
 
     # -- the run ---------------------------------------------------------------------------
     def train(self, stop_after: int | None = None) -> list[dict]:
@@ -756,6 +784,7 @@ class PPOTrainer:
             "torch_rng": torch.get_rng_state(), "numpy_rng": _np_global_state(), "python_rng": random.getstate(),
             "passing": self.passing.programs, "wall_s": self.wall(),
             "pretrain_seconds": self.pretrain_seconds, "teacher_rng": self.teacher_rng.bit_generator.state,
+            "explore_generator": self.explore_generator.get_state(),
         }
         tmp = self.out / (STATE_FILE + ".tmp")
         torch.save(state, tmp)
@@ -787,6 +816,8 @@ class PPOTrainer:
         self.passing.programs = {k: list(v) for k, v in state["passing"].items()}
         if "teacher_rng" in state:
             self.teacher_rng.bit_generator.state = state["teacher_rng"]
+        if "explore_generator" in state:
+            self.explore_generator.set_state(state["explore_generator"])
         self.wall_offset = state["wall_s"] - (time.perf_counter() - self.started)
         self.pretrain_seconds = state["pretrain_seconds"]
         if self.out is not None and (self.out / METRICS_FILE).exists():  # drop lines written after the save
