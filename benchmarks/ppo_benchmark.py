@@ -136,14 +136,17 @@ def main() -> int:
     keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
             "train_pass_rate_greedy", "val_pass_rate_greedy", "approx_kl", "clip_frac", "explained_variance",
             "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",
-            "epochs_done", "truncated_frac")
+            "epochs_done", "truncated_frac", "explore_pass_rate", "rollout_s", "learn_s")
+    evals = {r["seed"]: json.loads((args.out / f"seed{r['seed']}" / "eval.json").read_text()) for r in results}
     data = {"seeds": args.seeds, "summary": summary, "runs": results,
             "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}
                                           for m in read_metrics(args.out / f"seed{r['seed']}")] for r in results},
             "config": json.loads((args.out / f"seed{args.seeds[0]}" / "config.json").read_text()),
             "per_task": {str(r["seed"]): [{k: row[k] for k in ("id", "split", "novelty", "passed", "completion")}
-                                          for row in json.loads((args.out / f"seed{r['seed']}" / "eval.json")
-                                                                .read_text())["per_task"]] for r in results}}
+                                          for row in evals[r["seed"]]["per_task"]] for r in results},
+            "pretrained_per_task": {str(r["seed"]): {row["id"]: row["passed"]
+                                                     for row in evals[r["seed"]]["baseline"]["per_task"]}
+                                    for r in results}}
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
     return 0

@@ -33,9 +33,9 @@ VARIANTS = {  # name -> reward spec
     "shaped": "pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1",
 }
 # chapter 6's settings, made short (8 tasks x 8 episodes per update, one minibatch per epoch, greedy evaluation only
-# at the end), and without the teacher terms (chapter 8): here the reward alone moves the policy
+# at the end), and without the teacher terms (chapter 8) or exploration: here the reward alone moves the policy
 SETTINGS = dict(episodes_per_update=64, minibatch_size=64, eval_every=0, save_every=1000, threads=1,
-                bc_coef=0.0, sil_coef=0.0)
+                bc_coef=0.0, sil_coef=0.0, explore_episodes=0)
 RATES = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
          "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
 CURVE_KEYS = ("update", "wall_s", "reward_mean", "pass_rate_sampled", "train_pass_rate_sampled",

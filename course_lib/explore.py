@@ -26,7 +26,7 @@ from typing import Sequence
 
 import torch
 
-from course_lib.models import GRUPolicy, next_token_mask
+from course_lib.models import GRUPolicy, generate_ids
 
 
 def epsilon_greedy(logits: torch.Tensor, *, epsilon: float, temperature: float = 1.0,
@@ -46,30 +46,16 @@ def epsilon_greedy(logits: torch.Tensor, *, epsilon: float, temperature: float =
     return torch.where(change, other, best)
 
 
-@torch.no_grad()
 def epsilon_greedy_generate(model: GRUPolicy, tokenizer, prompts: list[str], *, epsilon: float,
                             temperature: float = 1.0, max_new_tokens: int = 160, allowed_ids=None,
                             generator: torch.Generator | None = None) -> list[str]:
     """One epsilon-greedy completion per prompt (the text only, as `models.generate` returns it)."""
-    was_training = model.training
-    model.eval()
-    try:
-        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
-        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
-        out: list[list[int]] = [[] for _ in prompts]
-        done = torch.zeros(len(prompts), dtype=torch.bool)
-        for _ in range(max_new_tokens):
-            token = epsilon_greedy(logits.masked_fill(~mask, float("-inf")), epsilon=epsilon,
-                                   temperature=temperature, generator=generator)
-            for i in (~done).nonzero().flatten().tolist():
-                out[i].append(int(token[i]))
-            done |= token == tokenizer.eos_id
-            if done.all():
-                break
-            logits, _, hidden = model.step(token, hidden)
-    finally:
-        model.train(was_training)
-    return [tokenizer.decode([i for i in ids if i != tokenizer.eos_id]) for ids in out]
+    def choose(logits):
+        return epsilon_greedy(logits, epsilon=epsilon, temperature=temperature, generator=generator)
+
+    ids = generate_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, allowed_ids=allowed_ids,
+                       choose=choose)
+    return [tokenizer.decode(row) for row in ids]  # decode drops <eos>
 
 
 def explore(model: GRUPolicy, tokenizer, tasks: Sequence, *, epsilon: float, temperature: float = 1.0,

@@ -100,11 +100,12 @@ def choose_next(logits: torch.Tensor, *, temperature: float = 1.0, greedy: bool 
 @torch.no_grad()
 def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens: int,
                  temperature: float = 1.0, greedy: bool = False, allowed_ids=None,
-                 generator: torch.Generator | None = None) -> list[list[int]]:
+                 generator: torch.Generator | None = None, choose=None) -> list[list[int]]:
     """The generated ids of each prompt, <eos> included where the model wrote it.
 
     All prompts advance in lockstep, one token each per step; a row that wrote
     <eos> is finished and its later (ignored) tokens are not returned.
+    choose: another rule, masked logits [B, V] -> ids [B] (chapter 6's epsilon-greedy).
     """
     was_training = model.training
     model.eval()
@@ -116,7 +117,8 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
         done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
         for _ in range(max_new_tokens):
             logits = logits.masked_fill(~mask, float("-inf"))
-            token = choose_next(logits, temperature=temperature, greedy=greedy, generator=generator)
+            token = (choose(logits) if choose is not None else
+                     choose_next(logits, temperature=temperature, greedy=greedy, generator=generator))
             for i in (~done).nonzero().flatten().tolist():
                 out[i].append(int(token[i]))
             done |= token == tokenizer.eos_id

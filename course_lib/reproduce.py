@@ -34,12 +34,13 @@ TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*
 # Command-line runs a chapter reads (too long to run inside its notebook): script, and the file
 # it writes for the notebook. The batch runs a script when its file is missing, or always with
 # --rerun-runs; the notebook names the script that produced what it plots.
-PRE_STEPS = {
-    "06_ppo_and_gae": ("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
-    "07_reward_shaping": ("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),
-    "08_teacher_mixing": ("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),
-    "10_lora_rl": ("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),
-    "11_teacher_guided_grpo": ("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
+PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
+    "06_ppo_and_gae": (("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
+                       ("benchmarks/explore_ablation.py", "notebooks/data/explore_ablation.json")),
+    "07_reward_shaping": (("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),),
+    "08_teacher_mixing": (("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),),
+    "10_lora_rl": (("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),),
+    "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),),
 }
 
 # Fixed so that notebook outputs are the same on every run (nbval compares them).
@@ -102,19 +103,17 @@ def write_timings(timings: dict) -> None:
 
 
 def run_pre_step(notebook: Path, rerun: bool) -> None:
-    """Run the command-line experiment a chapter reads, unless its results are already there."""
+    """Run the command-line experiments a chapter reads, unless their results are already there."""
     import subprocess
     import sys
 
-    if notebook.stem not in PRE_STEPS:
-        return
-    script, output = PRE_STEPS[notebook.stem]
-    if (REPO_ROOT / output).exists() and not rerun:
-        print(f"reproduce: {notebook.stem} reads {output} (from {script}; --rerun-runs to redo it)", flush=True)
-        return
-    print(f"reproduce: running {script} for {notebook.name} ...", flush=True)
-    os.environ.update(BATCH_ENV)
-    subprocess.run([sys.executable, str(REPO_ROOT / script)], cwd=REPO_ROOT, check=True)
+    for script, output in PRE_STEPS.get(notebook.stem, ()):
+        if (REPO_ROOT / output).exists() and not rerun:
+            print(f"reproduce: {notebook.stem} reads {output} (from {script}; --rerun-runs to redo it)", flush=True)
+            continue
+        print(f"reproduce: running {script} for {notebook.name} ...", flush=True)
+        os.environ.update(BATCH_ENV)
+        subprocess.run([sys.executable, str(REPO_ROOT / script)], cwd=REPO_ROOT, check=True)
 
 
 def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:

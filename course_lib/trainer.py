@@ -24,7 +24,9 @@ evaluation sees them. Two optional teacher terms are added to the PPO loss
 make the policy forget what it knew) and self-imitation of the policy's OWN samples
 that passed every test (so a program found once by sampling is kept). Teacher
 *episodes* (course_lib.teacher) add known-good programs to each update's batch, and
-`bc_schedule` fades the behaviour-cloning weight over the run.
+`bc_schedule` fades the behaviour-cloning weight over the run. Exploration (course_lib.explore,
+chapter 6) searches near the greedy program for the val tasks no program has passed yet:
+its epsilon-greedy episodes feed self-imitation only, never the PPO loss.
 
 Everything a run needs to continue is saved in ``OUT/train_state.pt``: a run stopped
 and resumed writes the same metrics as one that never stopped (CPU, same seed).
@@ -87,7 +89,8 @@ class PPOConfig:
     task_fields: str | None = _opt(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
                                          "'prompt=question,solution=answer'", str)
     rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
-    threads: int = _opt(1, "torch CPU threads (small matrices: one is as fast, and leaves a core to the sandbox)")
+    threads: int = _opt(2, "torch CPU threads for the network (the sandbox runs between its steps, not beside "
+                           "them); two runs side by side on 2 cores: 1 each")
     # --- pretraining (only when no --pretrained) ----------------------------------
     hidden_dim: int | None = _opt(None, "GRU memory size; none: 256 when pretraining, the checkpoint's with --pretrained", int)
     embed_dim: int | None = _opt(None, "size of each token's vector; none: 64 when pretraining, the checkpoint's", int)
@@ -138,9 +141,9 @@ class PPOConfig:
                                        "greedy programs, or both", choices=TEACHER_SOURCES)
     teacher_episodes: int = _opt(0, "teacher programs added to each update's batch as extra episodes (0: none)")
     # --- exploration near the greedy program (course_lib.explore) ---------------------------
-    explore_episodes: int = _opt(0, "epsilon-greedy episodes per update on the val tasks no program has passed "
-                                    "yet; what passes goes to self-imitation, never to the PPO loss (0: none)")
-    explore_epsilon: float = _opt(0.04, "chance per token that an exploring episode leaves the greedy choice")
+    explore_episodes: int = _opt(512, "epsilon-greedy episodes per update on the val tasks no program has passed "
+                                      "yet; what passes goes to self-imitation, never to the PPO loss (0: none)")
+    explore_epsilon: float = _opt(0.03, "chance per token that an exploring episode leaves the greedy choice")
     explore_temperature: float = _opt(1.0, "temperature of the token drawn when it leaves the greedy choice")
     # --- logging and saving --------------------------------------------------------------
     eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")

@@ -107,7 +107,7 @@ def test_a_tiny_run_raises_the_reward_on_a_toy_task(tmp_path):
     model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
     config = PPOConfig(tasks_dir=str(tmp_path), updates=8, episodes_per_update=32, episodes_per_task=16,
                        minibatch_size=16, epochs=4, lr=0.02, warmup_updates=0, max_new_tokens=8, temperature=1.0,
-                       bc_coef=0.0, sil_coef=0.0, eval_every=0, target_kl=None)
+                       bc_coef=0.0, sil_coef=0.0, eval_every=0, target_kl=None, explore_episodes=0)
     trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
     rewards = [m["reward_mean"] for m in trainer.train()]
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.2, rewards

@@ -16,7 +16,7 @@ FIXTURES = Path(__file__).parent / "fixtures"
 FIELDS = "prompt=question,solution=answer,tests=checks,id=name,entry_point=entry,split=part"
 TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
             episodes_per_update=8, episodes_per_task=2, minibatch_size=4, epochs=2, max_new_tokens=12,
-            eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0)
+            eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0, explore_episodes=8)
 
 
 def quiet(*a):
