@@ -136,7 +136,7 @@ def main() -> int:
     keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
             "train_pass_rate_greedy", "val_pass_rate_greedy", "approx_kl", "clip_frac", "explained_variance",
             "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",
-            "epochs_done", "truncated_frac", "explore_pass_rate", "rollout_s", "learn_s")
+            "epochs_done", "truncated_frac", "explore_episodes", "explore_pass_rate", "rollout_s", "learn_s")
     evals = {r["seed"]: json.loads((args.out / f"seed{r['seed']}" / "eval.json").read_text()) for r in results}
     data = {"seeds": args.seeds, "summary": summary, "runs": results,
             "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}
