@@ -14,13 +14,14 @@ The batch (`python -m course_lib reproduce`) runs it before chapter 10 when the 
 
 from __future__ import annotations
 
-import json
 import multiprocessing
 import os
 import platform
 import sys
 import time
 from pathlib import Path
+
+from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -92,11 +93,10 @@ def main() -> None:
             print(f"{r['method']:>10} seed {r['seed']}: train {r['train_pass_rate']:.3f} val {r['val_pass_rate']:.3f} "
                   f"test {r['test_pass_rate']:.3f} len {r['avg_gen_len']:.1f} ({r['seconds']:.0f} s)", flush=True)
             runs.append(r)
-    OUTPUT.parent.mkdir(parents=True, exist_ok=True)
     report = {"script": "benchmarks/llm_rl_benchmark.py", "seeds": list(SEEDS), "common": COMMON, "methods": METHODS,
               "variants": VARIANTS, "eval": EVAL, "lora": LORA, "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1),
               "cpus": os.cpu_count(), "python": platform.python_version()}
-    OUTPUT.write_text(json.dumps(report, indent=1) + "\n")
+    write_json(OUTPUT, report)
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} in {report['wall_seconds']:.0f} s")
 
 

@@ -36,7 +36,7 @@ def ppo_seconds(run_dir: Path) -> float:
     from course_lib.trainer import read_metrics
     metrics = read_metrics(run_dir)
     first = metrics[0]
-    start = first["wall_s"] - first["rollout_s"] - first["learn_s"]
+    start = first["wall_s"] - first["rollout_s"] - first.get("explore_s", 0.0) - first["learn_s"]
     return metrics[-1]["wall_s"] - start
 
 
@@ -136,7 +136,7 @@ def main() -> int:
     keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
             "train_pass_rate_greedy", "val_pass_rate_greedy", "approx_kl", "clip_frac", "explained_variance",
             "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",
-            "epochs_done", "truncated_frac", "explore_episodes", "explore_pass_rate", "rollout_s", "learn_s")
+            "epochs_done", "truncated_frac", "explore_episodes", "explore_pass_rate", "rollout_s", "explore_s", "learn_s")
     evals = {r["seed"]: json.loads((args.out / f"seed{r['seed']}" / "eval.json").read_text()) for r in results}
     data = {"seeds": args.seeds, "summary": summary, "runs": results,
             "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}

@@ -11,12 +11,13 @@ defaults; the notebook checks that they match its parameters cell. Jobs run two 
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+
+from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -71,10 +72,9 @@ def main() -> int:
     for r in runs:
         print(f"{r['method']:<13} seed {r['seed']}: pass rate train {r['pass_rate']['train']:.3f} "
               f"val {r['pass_rate']['val']:.3f} test {r['pass_rate']['test']:.3f} ({r['seconds']:.0f} s)")
-    OUT.parent.mkdir(parents=True, exist_ok=True)
     data = {"settings": SETTINGS, "seeds": list(SEEDS), "runs": runs,
             "wall_seconds": round(time.perf_counter() - start, 1), "cpus": os.cpu_count(), "workers": WORKERS}
-    OUT.write_text(json.dumps(data, indent=1) + "\n")
+    write_json(OUT, data)
     print(f"wrote {OUT.relative_to(REPO)} in {data['wall_seconds']:.0f} s")
     return 0
 

@@ -60,7 +60,7 @@ CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"       # OUT/checkpoints/update_NNNN.pt: the last keep_checkpoints states
 PLOT_FILE = "training.png"           # the run's curves, drawn at the end (course_lib.plots)
 EVAL_FILE = "eval.json"
-TIMING_KEYS = ("wall_s", "rollout_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
+TIMING_KEYS = ("wall_s", "rollout_s", "explore_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
 
 
 class ConfigError(ValueError):
@@ -626,9 +626,6 @@ class PPOTrainer:
         self.sampler.observe(ro.episodes)
         new_programs = sum(self.passing.add(self.tasks_by_id[e.task_id], e.completion)
                            for e in ro.episodes if e.all_passed and self.tasks_by_id[e.task_id].split != "train")
-        explored = self._explore() if c.explore_episodes > 0 else []
-        new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
-                            if report.all_passed)
         sampled = ro  # the policy's own episodes: the logged reward and pass rates are theirs alone
         if c.teacher_episodes > 0:  # off-policy rows: pi_old := the current policy's probability of them
             teach = teacher_rollout(self.model, self.tokenizer, self.tasks_by_id,
@@ -636,6 +633,12 @@ class PPOTrainer:
                                     allowed=self.allowed, temperature=c.temperature)
             ro = merge_rollouts(ro, teach, self.tokenizer.pad_id)
         rollout_s = time.perf_counter() - t0
+        # Exploration (chapter 6): its own clock, so rollout_s and tokens_per_s stay the sampled rollout's.
+        t_explore = time.perf_counter()
+        explored = self._explore() if c.explore_episodes > 0 else []
+        new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
+                            if report.all_passed)
+        explore_s = time.perf_counter() - t_explore
 
         # 3. GAE: advantages and returns; then normalise the advantages
         advantages, returns = compute_gae(ro.rewards, ro.values, ro.mask, gamma=c.gamma, lam=c.gae_lambda,
@@ -726,7 +729,7 @@ class PPOTrainer:
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
             for split in self.config.splits:
                 stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
-        stats.update({"rollout_s": rollout_s, "learn_s": learn_s,
+        stats.update({"rollout_s": rollout_s, "explore_s": explore_s, "learn_s": learn_s,
                       "tokens_per_s": float(sampled.mask.sum()) / max(rollout_s, 1e-9), "wall_s": self.wall()})
         stats = {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
                  for k, v in stats.items()}

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-
 import pytest
 import torch
 
@@ -11,6 +10,7 @@ from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, run
 from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
+
 
 def tiny_model(seed=0):
     tok = course_tokenizer()
