@@ -35,6 +35,7 @@ TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*
 # it writes for the notebook. The batch runs a script when its file is missing, or always with
 # --rerun-runs; the notebook names the script that produced what it plots.
 PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
+    "04_gru_pretraining": (("benchmarks/variants_pretraining.py", "notebooks/data/variants_pretraining.json"),),
     "06_ppo_and_gae": (("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
                        ("benchmarks/explore_ablation.py", "notebooks/data/explore_ablation.json")),
     "07_reward_shaping": (("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),),
