@@ -12,14 +12,16 @@ conditions and words, phrased the way our docstrings are phrased:
 
 With a generic name (f, solve, ...) only the docstring says what to write.
 
-Held-out answers never enter: `safe_variants` runs every variant against the tests of every val and
-test task with as many arguments (in the sandbox) and drops those that pass one. So `return x * 5`
-is never in the data under any name or wording; a model that writes it for "quintuple" composed it.
+Held-out programs never enter: `safe_variants` runs every variant against the tests of every val and
+test task with as many arguments (in the sandbox) and drops those that pass one. So no function in
+the data passes `quintuple`'s tests, under any name or wording. Pieces of held-out programs can
+still appear, as in the train tasks: `[x * 5 for x in xs]` passes no held-out task and stays.
 `benchmarks/variants_pretraining.py` runs the experiment; chapter 4 reads its results.
 """
 
 from __future__ import annotations
 
+import ast
 import functools
 import random
 from dataclasses import dataclass
@@ -87,7 +89,7 @@ _GENERIC_NAMES = ["f", "g", "h", "solve", "compute", "answer", "func", "helper",
 def _make(name: str, args: str, ret: str, doc: str, body: str) -> Variant:
     prompt = f'def {name}({args}) -> {ret}:\n    """{doc}"""\n'
     solution = "".join(f"    {line}\n" for line in body.split("\n"))
-    return Variant(name, prompt, solution, args.count(":"))
+    return Variant(name, prompt, solution, _arity(prompt))
 
 
 def _generate(rng: random.Random, generic_names: float, vary_args: bool) -> list[Variant]:
@@ -262,7 +264,9 @@ def _held_out_passes(variants: tuple[Variant, ...], tasks: tuple) -> tuple[tuple
 
 
 def _arity(prompt: str) -> int:
-    return prompt.split("\n", 1)[0].split("->")[0].count(":")
+    """How many arguments the function of a prompt (signature + docstring) takes, read by Python's parser."""
+    function = ast.parse(prompt + "    pass\n").body[0]
+    return len(function.args.posonlyargs) + len(function.args.args) + len(function.args.kwonlyargs)
 
 
 def held_out_matches(variants, tasks) -> dict[str, list[str]]:

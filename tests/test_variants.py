@@ -102,3 +102,8 @@ def test_a_check_that_did_not_finish_lets_nothing_through(tasks, monkeypatch):
     with pytest.raises(RuntimeError, match="did not finish"):
         safe_variants(tasks, seed=7)
     variants_module._held_out_passes.cache_clear()
+
+
+def test_arity_is_read_by_the_parser_not_by_counting_colons():
+    assert variants_module._arity('def f(a, sep: str = ":", *, k: int = 1) -> str:\n    """Join."""\n') == 3
+    assert variants_module._arity('def f(\n    a: int,\n    b: int,\n) -> int:\n    """Add."""\n') == 2
