@@ -13,6 +13,12 @@ pretraining: the unseen variants. Then, greedily (no action mask):
 
 Writes the settings, the counts, the figures, every unseen variant's output and the val tasks'
 outputs to --out. About 3.5 minutes on 2 cores (2 torch threads).
+
+Chapter 4 also reads notebooks/data/variants_gpu/, recorded on one NVIDIA H100 (about 2 minutes each):
+
+    --device cuda --epochs 240 --out notebooks/data/variants_gpu/same_data_seed0.json
+    --device cuda --epochs 100 --hidden-dim 512 --extra-constants 40 --seed N \
+        --out notebooks/data/variants_gpu/two_digit_seedN.json          (N = 0, 1, 2)
 """
 
 from __future__ import annotations
@@ -35,7 +41,7 @@ def main(argv=None) -> int:
     import torch
 
     from course_lib.models import GRUConfig, GRUPolicy, generate
-    from course_lib.pretrain import Example, evaluate_pass_rate, find_leaks, pretrain, task_examples
+    from course_lib.pretrain import Example, drop_leaks, evaluate_pass_rate, find_leaks, pretrain, task_examples
     from course_lib.tasks import load_tasks
     from course_lib.tokenizers import course_tokenizer
     from course_lib.variants import all_variants, held_out_matches, safe_variants
@@ -44,16 +50,25 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--out", type=Path, default=ROOT / "notebooks/data/variants_pretraining.json")
+    p.add_argument("--hidden-dim", type=int, default=256)
+    p.add_argument("--copies", type=int, default=2, help="functions written per docstring")
+    p.add_argument("--extra-constants", type=int, default=0, help="two-digit constants added to 1..9")
+    p.add_argument("--device", default="cpu", help="e.g. cuda: the same experiment with more compute")
     args = p.parse_args(argv)
-    settings = dict(epochs=args.epochs, seed=args.seed, lr=1e-2, batch_size=64, embed_dim=64, hidden_dim=256,
-                    train_repeats=3, unseen_share=0.1, threads=2)
+    settings = dict(epochs=args.epochs, seed=args.seed, lr=1e-2, batch_size=64, embed_dim=64,
+                    hidden_dim=args.hidden_dim, copies=args.copies, extra_constants=args.extra_constants,
+                    train_repeats=3, unseen_share=0.1, threads=2, device=args.device)
     torch.set_num_threads(settings["threads"])
 
     tokenizer, tasks = course_tokenizer(), load_tasks()
-    written = all_variants(seed=args.seed)
+    options = dict(seed=args.seed, copies=args.copies, extra_constants=args.extra_constants)
+    written = all_variants(**options)
     dropped = held_out_matches(written, tasks)
     in_vocab = [v for v in written if set(v.prompt + v.solution) <= set(tokenizer.vocab[3:])]
-    variants = safe_variants(tasks, vocab=tokenizer.vocab[3:], seed=args.seed)
+    variants = safe_variants(tasks, vocab=tokenizer.vocab[3:], **options)
+    # the text rule too: no held-out solution as a substring (`return x * 5` is in `return x * 57`)
+    clean = {e.prompt + e.target for e in drop_leaks([Example(v.prompt, v.solution, v.name) for v in variants], tasks)}
+    variants = [v for v in variants if v.prompt + v.solution in clean]
     # unseen variants: a tenth of the DOCSTRINGS, with every function written under them (a docstring
     # seen under the name `f` must not count as unseen under the name `solve`)
     docstrings = sorted({docstring(v) for v in variants})
@@ -66,7 +81,8 @@ def main(argv=None) -> int:
     assert not find_leaks(examples, tasks)
 
     torch.manual_seed(args.seed)
-    model = GRUPolicy(GRUConfig(len(tokenizer), embed_dim=settings["embed_dim"], hidden_dim=settings["hidden_dim"]))
+    model = GRUPolicy(GRUConfig(len(tokenizer), embed_dim=settings["embed_dim"],
+                                hidden_dim=settings["hidden_dim"])).to(args.device)
     start = time.perf_counter()
     losses = pretrain(model, tokenizer, examples, epochs=args.epochs, lr=settings["lr"],
                       batch_size=settings["batch_size"], seed=args.seed, progress=False)

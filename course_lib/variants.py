@@ -30,13 +30,16 @@ from dataclasses import dataclass
 # the pieces: a phrase, and the code it means (v is the variable it applies to)
 
 # number -> number, as in "Return x {phrase}." and "every number of xs {phrase}."
+def _transforms(ks):
+    return ([(f"multiplied by {k}", f"{{v}} * {k}", f"times_{k}") for k in ks if k > 1]
+            + [(f"plus {k}", f"{{v}} + {k}", f"add_{k}") for k in ks]
+            + [(f"minus {k}", f"{{v}} - {k}", f"subtract_{k}") for k in ks]
+            + [(f"divided by {k}, rounded down", f"{{v}} // {k}", f"div_{k}") for k in ks if k > 1]
+            + [(f"modulo {k}", f"{{v}} % {k}", f"mod_{k}") for k in ks if k > 1])
+
+
 _TRANSFORMS = (
-    [(f"multiplied by {k}", f"{{v}} * {k}", f"times_{k}") for k in range(2, 10)]
-    + [(f"plus {k}", f"{{v}} + {k}", f"add_{k}") for k in range(1, 10)]
-    + [(f"minus {k}", f"{{v}} - {k}", f"subtract_{k}") for k in range(1, 10)]
-    + [(f"divided by {k}, rounded down", f"{{v}} // {k}", f"div_{k}") for k in range(2, 10)]
-    + [(f"modulo {k}", f"{{v}} % {k}", f"mod_{k}") for k in range(2, 10)]
-    + [("multiplied by itself", "{v} * {v}", "square"), ("squared", "{v} * {v}", "squared"),
+    [("multiplied by itself", "{v} * {v}", "square"), ("squared", "{v} * {v}", "squared"),
        ("cubed", "{v} * {v} * {v}", "cubed"), ("with its sign flipped", "-{v}", "flip"),
        ("multiplied by minus one", "-{v}", "negate"), ("plus one, squared", "({v} + 1) * ({v} + 1)", "inc_square"),
        ("multiplied by ten", "{v} * 10", "times_ten")]
@@ -47,16 +50,19 @@ _NOUNS = ([("squares", "{v} * {v}"), ("cubes", "{v} * {v} * {v}"), ("doubles", "
           + [(f"remainders modulo {k}", f"{{v}} % {k}") for k in range(2, 8)]
           + [(f"halves, rounded down,", "{v} // 2")])
 # number -> bool, as in "Return True if x is {phrase}, otherwise False." and "the numbers of xs that are ..."
+def _conditions(ks):
+    return ([(f"divisible by {k}", f"{{v}} % {k} == 0", f"multiple_of_{k}") for k in ks if k > 1]
+            + [(f"not divisible by {k}", f"{{v}} % {k} != 0", f"not_multiple_of_{k}") for k in ks if k > 1]
+            + [(f"greater than {k}", f"{{v}} > {k}", f"above_{k}") for k in ks]
+            + [(f"less than {k}", f"{{v}} < {k}", f"below_{k}") for k in ks]
+            + [(f"equal to {k}", f"{{v}} == {k}", f"equal_{k}") for k in ks])
+
+
 _CONDITIONS = (
     [("even", "{v} % 2 == 0", "even"), ("odd", "{v} % 2 == 1", "odd"),
      ("greater than zero", "{v} > 0", "positive"), ("less than zero", "{v} < 0", "negative"),
      ("equal to zero", "{v} == 0", "zero"), ("not zero", "{v} != 0", "nonzero"),
      ("at least zero", "{v} >= 0", "non_negative"), ("at most zero", "{v} <= 0", "non_positive")]
-    + [(f"divisible by {k}", f"{{v}} % {k} == 0", f"multiple_of_{k}") for k in range(2, 10)]
-    + [(f"not divisible by {k}", f"{{v}} % {k} != 0", f"not_multiple_of_{k}") for k in range(2, 10)]
-    + [(f"greater than {k}", f"{{v}} > {k}", f"above_{k}") for k in range(1, 10)]
-    + [(f"less than {k}", f"{{v}} < {k}", f"below_{k}") for k in range(1, 10)]
-    + [(f"equal to {k}", f"{{v}} == {k}", f"equal_{k}") for k in range(1, 10)]
 )
 # character -> bool: (plural, singular, code, name)
 _CHAR_CLASSES = [
@@ -92,8 +98,9 @@ def _make(name: str, args: str, ret: str, doc: str, body: str) -> Variant:
     return Variant(name, prompt, solution, _arity(prompt))
 
 
-def _generate(rng: random.Random, generic_names: float, vary_args: bool) -> list[Variant]:
+def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_constants: int) -> list[Variant]:
     out = []
+    ks = list(range(1, 10)) + sorted(rng.sample(range(10, 100), extra_constants))
 
     def pick(pool):  # an argument name: the pool's first (the train tasks' own) unless vary_args
         return rng.choice(pool) if vary_args else pool[0]
@@ -101,7 +108,7 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool) -> list
     def _variant(name, args, ret, doc, body):  # with a generic name drawn now and then
         return _make(rng.choice(_GENERIC_NAMES) if rng.random() < generic_names else name, args, ret, doc, body)
 
-    for phrase, code, name in _TRANSFORMS:
+    for phrase, code, name in _transforms(ks) + _TRANSFORMS:
         v, xs, y = pick(_NUMBER_ARGS), pick(_LIST_ARGS), pick("xyvn")
         out.append(_variant(name, f"{v}: int", "int", f"Return {v} {phrase}.", f"return {code.format(v=v)}"))
         out.append(_variant(f"{name}_all", f"{xs}: list", "list",
@@ -112,7 +119,7 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool) -> list
         out.append(_variant(f"sum_of_{noun.split()[0].rstrip(',')}", f"{xs}: list", "int",
                             f"Return the sum of the {noun} of the numbers in {xs}.",
                             f"return sum({code.format(v=y)} for {y} in {xs})"))
-    for phrase, code, name in _CONDITIONS:
+    for phrase, code, name in _CONDITIONS + _conditions(ks):
         v, xs, y = pick(_NUMBER_ARGS), pick(_LIST_ARGS), pick("xyvn")
         out.append(_variant(f"is_{name}", f"{v}: int", "bool", f"Return True if {v} is {phrase}, otherwise False.",
                             f"return {code.format(v=v)}"))
@@ -226,16 +233,17 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool) -> list
 
 
 def all_variants(seed: int = 0, copies: int = 2, generic_names: float = 1.0,
-                 vary_args: bool = False) -> list[Variant]:
+                 vary_args: bool = False, extra_constants: int = 0) -> list[Variant]:
     """Every variant the generator writes, held-out answers not yet removed (distinct prompts, fixed order).
 
     copies: how many times each template is written (with other names drawn); generic_names: the
     share of functions named f, solve, ... instead of after what they do (the name then says nothing
-    and only the docstring does); vary_args: draw argument names (else the train tasks' x, xs, s, n).
+    and only the docstring does); vary_args: draw argument names (else the train tasks' x, xs, s, n);
+    extra_constants: how many two-digit constants (drawn) join 1..9 in the number templates.
     """
     out, seen = [], set()
     for copy in range(copies):
-        for v in _generate(random.Random(seed * 1000 + copy), generic_names, vary_args):
+        for v in _generate(random.Random(seed * 1000 + copy), generic_names, vary_args, extra_constants):
             if v.prompt not in seen:
                 seen.add(v.prompt)
                 out.append(v)

@@ -107,3 +107,11 @@ def test_a_check_that_did_not_finish_lets_nothing_through(tasks, monkeypatch):
 def test_arity_is_read_by_the_parser_not_by_counting_colons():
     assert variants_module._arity('def f(a, sep: str = ":", *, k: int = 1) -> str:\n    """Join."""\n') == 3
     assert variants_module._arity('def f(\n    a: int,\n    b: int,\n) -> int:\n    """Add."""\n') == 2
+
+
+def test_extra_constants_add_two_digit_blanks_and_leave_the_default_alone():
+    base, more = all_variants(), all_variants(extra_constants=5)
+    two_digit = [v for v in more if re.search(r"\b[1-9][0-9]\b", v.prompt.split('"""')[1])]
+    assert len(more) > len(base) and len(two_digit) > 100
+    assert all(re.search(r"\b[1-9][0-9]\b", v.solution) for v in two_digit if "multiplied by" in v.prompt)
+    assert base == all_variants(extra_constants=0)
