@@ -54,6 +54,8 @@ def main(argv=None) -> int:
     p.add_argument("--copies", type=int, default=2, help="functions written per docstring")
     p.add_argument("--extra-constants", type=int, default=0, help="two-digit constants added to 1..9")
     p.add_argument("--device", default="cpu", help="e.g. cuda: the same experiment with more compute")
+    p.add_argument("--save", type=Path, help="also save the pretrained model as a course checkpoint here "
+                                            "(a start for `python -m course_lib ppo --pretrained`)")
     args = p.parse_args(argv)
     settings = dict(epochs=args.epochs, seed=args.seed, lr=1e-2, batch_size=64, embed_dim=64,
                     hidden_dim=args.hidden_dim, copies=args.copies, extra_constants=args.extra_constants,
@@ -115,6 +117,9 @@ def main(argv=None) -> int:
         "val_outputs": {k: c[0] for k, c in results["val"]["completions"].items()},
     }
     write_json(args.out, summary)
+    if args.save:
+        from course_lib.checkpoints import save_checkpoint
+        save_checkpoint(args.save, model, tokenizer, extra={"regime": "variants", "benchmark": settings})
     print(f"{len(examples)} examples ({len(seen)} variants), {len(losses)} updates in {seconds:.0f} s, "
           f"loss {summary['final_loss']}; exact seen {summary['exact']['seen']:.2f}, "
           f"unseen {summary['exact']['unseen']:.2f}; pass {summary['pass_rate']} -> {args.out}")

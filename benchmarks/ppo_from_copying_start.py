@@ -1,0 +1,56 @@
+"""Chapter 6's PPO from a start that copies: the GPU-pretrained variants models of chapter 4 (chapter 6).
+
+    python benchmarks/ppo_from_copying_start.py [--seeds 0 1] [--out runs/ppo_from_copying_start]
+
+For each seed N, the whole `python -m course_lib ppo --seed N --pretrained
+notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 updates with exploration)
+runs on the CPU into OUT/seedN (reused if its eval.json exists). The checkpoints were pretrained on
+one NVIDIA H100 by `benchmarks/variants_pretraining.py --device cuda --epochs 100 --hidden-dim 512
+--extra-constants 40 --seed N --save ...` (about 2 minutes each; about 45 minutes on 2 CPU cores).
+Writes the greedy pass rates of the start and of the end, the tasks passed and the run time of each
+seed to notebooks/data/ppo_from_copying_start.json.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+
+ROOT = Path(__file__).resolve().parents[1]
+SPLITS = ("train", "val", "test")
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--out", type=Path, default=ROOT / "runs/ppo_from_copying_start")
+    p.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks/data/ppo_from_copying_start.json")
+    args = p.parse_args(argv)
+    runs = {}
+    for seed in args.seeds:
+        run_dir = args.out / f"seed{seed}"
+        checkpoint = ROOT / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt"
+        if not (run_dir / "eval.json").exists():
+            subprocess.run([sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
+                            "--pretrained", str(checkpoint), "--no-progress"], check=True, cwd=ROOT)
+        result = json.loads((run_dir / "eval.json").read_text())
+        passed = {split: sorted(t["id"] for t in result["per_task"] if t["split"] == split and t["passed"])
+                  for split in ("val", "test")}
+        runs[f"seed{seed}"] = {
+            "start": {split: result["baseline"][f"{split}_pass_rate"] for split in SPLITS},
+            "end": {split: result[f"{split}_pass_rate"] for split in SPLITS},
+            "passed": passed, "updates": result["updates"],
+            "wall_seconds": result["wall_seconds"],
+            "checkpoint": str(checkpoint.relative_to(ROOT))}
+        print(f"seed {seed}: {runs[f'seed{seed}']}")
+    write_json(args.notebook_data, {"seeds": args.seeds, "runs": runs})
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
