@@ -115,3 +115,21 @@ def test_extra_constants_add_two_digit_blanks_and_leave_the_default_alone():
     assert len(more) > len(base) and len(two_digit) > 100
     assert all(re.search(r"\b[1-9][0-9]\b", v.solution) for v in two_digit if "multiplied by" in v.prompt)
     assert base == all_variants(extra_constants=0)
+
+
+@pytest.mark.parametrize("seed", [0, 1])
+def test_the_saved_copying_models_load_and_match_their_records(seed, tasks):
+    """Chapter 6 starts PPO from these checkpoints; their greedy val passes are the ones recorded."""
+    import json
+    from pathlib import Path
+
+    from course_lib.checkpoints import load_checkpoint
+    from course_lib.pretrain import evaluate_pass_rate
+
+    root = Path(__file__).resolve().parents[1]
+    model, tokenizer, extra = load_checkpoint(root / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt",
+                                              tokenizer=course_tokenizer())
+    record = json.loads((root / f"notebooks/data/variants_gpu/two_digit_seed{seed}.json").read_text())
+    assert extra["benchmark"]["seed"] == seed and model.config.hidden_dim == record["settings"]["hidden_dim"]
+    result = evaluate_pass_rate(model, tokenizer, [t for t in tasks if t.split == "val"], greedy=True)
+    assert sorted(k for k, v in result["per_task"].items() if v) == record["passed"]["val"]
