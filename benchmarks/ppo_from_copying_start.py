@@ -7,8 +7,8 @@ notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 upd
 runs on the CPU into OUT/seedN (reused if its eval.json exists). The checkpoints were pretrained on
 one NVIDIA H100 by `benchmarks/variants_pretraining.py --device cuda --epochs 100 --hidden-dim 512
 --extra-constants 40 --seed N --save ...` (about 2 minutes each; about 45 minutes on 2 CPU cores).
-Writes the greedy pass rates of the start and of the end, the tasks passed and the run time of each
-seed to notebooks/data/ppo_from_copying_start.json.
+Writes the greedy pass rates of the start and of the end, the tasks passed, the programs of the val
+tasks gained (before and after) and the run time of each seed to notebooks/data/ppo_from_copying_start.json.
 """
 
 from __future__ import annotations
@@ -41,10 +41,13 @@ def main(argv=None) -> int:
         result = json.loads((run_dir / "eval.json").read_text())
         passed = {split: sorted(t["id"] for t in result["per_task"] if t["split"] == split and t["passed"])
                   for split in ("val", "test")}
+        before = {t["id"]: t for t in result["baseline"]["per_task"]}
+        gained = {t["id"]: {"start": before[t["id"]]["completion"], "end": t["completion"]}
+                  for t in result["per_task"] if t["split"] == "val" and t["passed"] and not before[t["id"]]["passed"]}
         runs[f"seed{seed}"] = {
             "start": {split: result["baseline"][f"{split}_pass_rate"] for split in SPLITS},
             "end": {split: result[f"{split}_pass_rate"] for split in SPLITS},
-            "passed": passed, "updates": result["updates"],
+            "passed": passed, "gained": gained, "updates": result["updates"],
             "wall_seconds": result["wall_seconds"],
             "checkpoint": str(checkpoint.relative_to(ROOT))}
         print(f"seed {seed}: {runs[f'seed{seed}']}")
