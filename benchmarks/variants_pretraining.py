@@ -33,15 +33,11 @@ from _common import write_json  # benchmarks/_common.py (this folder is on sys.p
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def docstring(variant) -> str:
-    return variant.prompt.split('"""')[1]
-
-
 def main(argv=None) -> int:
     import torch
 
     from course_lib.models import GRUConfig, GRUPolicy, generate
-    from course_lib.pretrain import Example, drop_leaks, evaluate_pass_rate, find_leaks, pretrain, task_examples
+    from course_lib.pretrain import Example, evaluate_pass_rate, find_leaks, pretrain, task_examples
     from course_lib.tasks import load_tasks
     from course_lib.tokenizers import course_tokenizer
     from course_lib.variants import all_variants, held_out_matches, safe_variants
@@ -68,16 +64,13 @@ def main(argv=None) -> int:
     dropped = held_out_matches(written, tasks)
     in_vocab = [v for v in written if set(v.prompt + v.solution) <= set(tokenizer.vocab[3:])]
     variants = safe_variants(tasks, vocab=tokenizer.vocab[3:], **options)
-    # the text rule too: no held-out solution as a substring (`return x * 5` is in `return x * 57`)
-    clean = {e.prompt + e.target for e in drop_leaks([Example(v.prompt, v.solution, v.name) for v in variants], tasks)}
-    variants = [v for v in variants if v.prompt + v.solution in clean]
     # unseen variants: a tenth of the DOCSTRINGS, with every function written under them (a docstring
     # seen under the name `f` must not count as unseen under the name `solve`)
-    docstrings = sorted({docstring(v) for v in variants})
+    docstrings = sorted({v.doc for v in variants})
     random.Random(args.seed).shuffle(docstrings)
     unseen_docs = set(docstrings[:round(len(docstrings) * settings["unseen_share"])])
-    unseen = [v for v in variants if docstring(v) in unseen_docs]
-    seen = [v for v in variants if docstring(v) not in unseen_docs]
+    unseen = [v for v in variants if v.doc in unseen_docs]
+    seen = [v for v in variants if v.doc not in unseen_docs]
     examples = (task_examples([t for t in tasks if t.split == "train"]) * settings["train_repeats"]
                 + [Example(v.prompt, v.solution, f"variant:{v.name}") for v in seen])
     assert not find_leaks(examples, tasks)

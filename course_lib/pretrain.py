@@ -129,10 +129,15 @@ def find_leaks(examples: Sequence[Example], tasks) -> list[tuple[str, str]]:
             if s in e.prompt + e.target]
 
 
+def holds_solution(text: str, solutions) -> bool:
+    """Whether text holds one of solutions (held_out_solutions(tasks).values()) as a substring."""
+    return any(s in text for s in solutions)
+
+
 def drop_leaks(examples: Sequence[Example], tasks) -> list[Example]:
     """The examples that hold no val/test solution (a short one like `return a - b` can occur by chance)."""
     solutions = held_out_solutions(tasks).values()
-    return [e for e in examples if not any(s in e.prompt + e.target for s in solutions)]
+    return [e for e in examples if not holds_solution(e.prompt + e.target, solutions)]
 
 
 def pretraining_texts(regime: str, *, tasks=None, tokenizer=None, train_repeats: int = 4,

@@ -13,8 +13,9 @@ conditions and words, phrased the way our docstrings are phrased:
 With a generic name (f, solve, ...) only the docstring says what to write.
 
 Held-out programs never enter: `safe_variants` runs every variant against the tests of every val and
-test task with as many arguments (in the sandbox) and drops those that pass one. So no function in
-the data passes `quintuple`'s tests, under any name or wording. Pieces of held-out programs can
+test task with as many arguments (in the sandbox) and drops those that pass one (and, by
+pretrain's text rule, any whose text holds a held-out solution). So no function in the data passes
+`quintuple`'s tests, under any name or wording. Pieces of held-out programs can
 still appear, as in the train tasks: `[x * 5 for x in xs]` passes no held-out task and stays.
 `benchmarks/variants_pretraining.py` runs the experiment; chapter 4 reads its results.
 """
@@ -38,12 +39,12 @@ def _transforms(ks):
             + [(f"modulo {k}", f"{{v}} % {k}", f"mod_{k}") for k in ks if k > 1])
 
 
-_TRANSFORMS = (
-    [("multiplied by itself", "{v} * {v}", "square"), ("squared", "{v} * {v}", "squared"),
-       ("cubed", "{v} * {v} * {v}", "cubed"), ("with its sign flipped", "-{v}", "flip"),
-       ("multiplied by minus one", "-{v}", "negate"), ("plus one, squared", "({v} + 1) * ({v} + 1)", "inc_square"),
-       ("multiplied by ten", "{v} * 10", "times_ten")]
-)
+_TRANSFORMS = [
+    ("multiplied by itself", "{v} * {v}", "square"), ("squared", "{v} * {v}", "squared"),
+    ("cubed", "{v} * {v} * {v}", "cubed"), ("with its sign flipped", "-{v}", "flip"),
+    ("multiplied by minus one", "-{v}", "negate"), ("plus one, squared", "({v} + 1) * ({v} + 1)", "inc_square"),
+    ("multiplied by ten", "{v} * 10", "times_ten"),
+]
 # "the sum of the {noun} of the numbers in xs"
 _NOUNS = ([("squares", "{v} * {v}"), ("cubes", "{v} * {v} * {v}"), ("doubles", "{v} * 2"),
            ("triples", "{v} * 3"), ("negatives", "-{v}"), ("absolute values", "abs({v})")]
@@ -58,12 +59,12 @@ def _conditions(ks):
             + [(f"equal to {k}", f"{{v}} == {k}", f"equal_{k}") for k in ks])
 
 
-_CONDITIONS = (
-    [("even", "{v} % 2 == 0", "even"), ("odd", "{v} % 2 == 1", "odd"),
-     ("greater than zero", "{v} > 0", "positive"), ("less than zero", "{v} < 0", "negative"),
-     ("equal to zero", "{v} == 0", "zero"), ("not zero", "{v} != 0", "nonzero"),
-     ("at least zero", "{v} >= 0", "non_negative"), ("at most zero", "{v} <= 0", "non_positive")]
-)
+_CONDITIONS = [
+    ("even", "{v} % 2 == 0", "even"), ("odd", "{v} % 2 == 1", "odd"),
+    ("greater than zero", "{v} > 0", "positive"), ("less than zero", "{v} < 0", "negative"),
+    ("equal to zero", "{v} == 0", "zero"), ("not zero", "{v} != 0", "nonzero"),
+    ("at least zero", "{v} >= 0", "non_negative"), ("at most zero", "{v} <= 0", "non_positive"),
+]
 # character -> bool: (plural, singular, code, name)
 _CHAR_CLASSES = [
     ("uppercase letters", "uppercase letter", "{c}.isupper()", "upper"),
@@ -87,6 +88,11 @@ class Variant:
     prompt: str     # signature + one-line docstring, as in a task
     solution: str   # the body
     arity: int      # number of arguments (variants are only checked against held-out tasks with as many)
+
+    @property
+    def doc(self) -> str:
+        """The docstring: what the variant asks for, whatever its name."""
+        return self.prompt.split('"""')[1]
 
 
 _GENERIC_NAMES = ["f", "g", "h", "solve", "compute", "answer", "func", "helper", "calc", "task", "run", "do_it"]
@@ -285,7 +291,18 @@ def held_out_matches(variants, tasks) -> dict[str, list[str]]:
 
 
 def safe_variants(tasks, vocab=None, **options) -> list[Variant]:
-    """The variants (all_variants(**options)) that pass no val/test task's tests, whose characters are all in vocab."""
-    variants = tuple(v for v in all_variants(**options) if vocab is None or set(v.prompt + v.solution) <= set(vocab))
-    passes = _held_out_passes(variants, tuple(tasks))
-    return [v for v, p in zip(variants, passes) if not p]
+    """The variants of all_variants(**options) that may be trained on.
+
+    Dropped: a variant that passes any val/test task's tests (by behaviour), one whose text holds a
+    val/test solution (pretrain's text rule: `return x * 5` is in `return x * 57`), and one with a
+    character outside vocab (if given). The behaviour check runs on every variant written, so
+    `held_out_matches(all_variants(**options), tasks)` reuses it.
+    """
+    from course_lib.pretrain import held_out_solutions, holds_solution
+
+    written = tuple(all_variants(**options))
+    passes = _held_out_passes(written, tuple(tasks))
+    solutions = held_out_solutions(tasks).values()
+    return [v for v, p in zip(written, passes)
+            if not p and (vocab is None or set(v.prompt + v.solution) <= set(vocab))
+            and not holds_solution(v.prompt + v.solution, solutions)]

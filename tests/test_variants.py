@@ -50,7 +50,7 @@ def test_the_docstring_says_what_the_code_does():
     """Spot checks, in the sandbox: the numbers in the phrase are the numbers in the behaviour."""
     jobs, expected = [], []
     for v in all_variants():
-        doc = v.prompt.split('"""')[1]
+        doc = v.doc
         if m := re.fullmatch(r"Return x (multiplied by|plus|minus) (\d)\.", doc):
             k = int(m[2])
             value = {"multiplied by": 7 * k, "plus": 7 + k, "minus": 7 - k}[m[1]]
@@ -83,8 +83,8 @@ def test_no_kept_variant_passes_a_held_out_task(tasks, safe):
 
 
 def test_held_out_answers_the_generator_writes_are_dropped(tasks, safe):
-    written = {v.prompt.split('"""')[1] for v in all_variants()}
-    kept = {v.prompt.split('"""')[1] for v in safe}
+    written = {v.doc for v in all_variants()}
+    kept = {v.doc for v in safe}
     for doc, task_id in [("Return x multiplied by 5.", "quintuple"), ("Return True if x is odd, otherwise False.", "is_odd"),
                          ("Return the message 'Goodbye, <name>!'.", "farewell")]:
         assert doc in written and doc not in kept
@@ -111,7 +111,7 @@ def test_arity_is_read_by_the_parser_not_by_counting_colons():
 
 def test_extra_constants_add_two_digit_blanks_and_leave_the_default_alone():
     base, more = all_variants(), all_variants(extra_constants=5)
-    two_digit = [v for v in more if re.search(r"\b[1-9][0-9]\b", v.prompt.split('"""')[1])]
+    two_digit = [v for v in more if re.search(r"\b[1-9][0-9]\b", v.doc)]
     assert len(more) > len(base) and len(two_digit) > 100
     assert all(re.search(r"\b[1-9][0-9]\b", v.solution) for v in two_digit if "multiplied by" in v.prompt)
     assert base == all_variants(extra_constants=0)
@@ -133,3 +133,13 @@ def test_the_saved_copying_models_load_and_match_their_records(seed, tasks):
     assert extra["benchmark"]["seed"] == seed and model.config.hidden_dim == record["settings"]["hidden_dim"]
     result = evaluate_pass_rate(model, tokenizer, [t for t in tasks if t.split == "val"], greedy=True)
     assert sorted(k for k, v in result["per_task"].items() if v) == record["passed"]["val"]
+
+
+def test_kept_variants_also_follow_the_text_rule(tasks):
+    """`return x * 5` inside `return x * 57` passes no held-out test, but its text holds a held-out solution."""
+    from course_lib.pretrain import Example, find_leaks
+
+    written = all_variants(extra_constants=40)
+    kept = safe_variants(tasks, extra_constants=40)
+    assert find_leaks([Example(v.prompt, v.solution, v.name) for v in written], tasks)
+    assert find_leaks([Example(v.prompt, v.solution, v.name) for v in kept], tasks) == []
