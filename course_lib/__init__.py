@@ -19,6 +19,7 @@ One module per idea, named in the book's vocabulary:
 - ``llm_rl``     REINFORCE, PPO, GRPO and teacher-guided GRPO on LoRA (chapters 10-11)
 - ``teacher_server``           an OpenAI-compatible stand-in teacher on loopback (chapter 11)
 - ``reproduce``  the papermill batch that executes every chapter
+- ``batch_engine``  the papermill engine it runs them with (``--engine course``): no lost replies, a per-cell limit
 - ``colab``      the setup cell every notebook starts with
 - ``progress``   progress bars that stay out of the book's saved outputs
 - ``book_check``, ``glossary`` the rendered book checked in a browser; the glossary's back links

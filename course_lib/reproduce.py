@@ -9,6 +9,10 @@ off``); it renders what this batch wrote. For each notebook the batch
    ``book/execution_times.md``,
 3. rewrites the notebook's "Time on a 2-core CPU" line from that measurement,
    so the time a chapter announces is the time it took, never a guess.
+
+Every notebook runs through papermill's engine ``course`` (:mod:`course_lib.batch_engine`),
+whose kernel client cannot miss a reply, with a per-cell time limit: a cell that runs past it
+stops the batch with an error naming the notebook and the cell.
 """
 
 from __future__ import annotations
@@ -63,14 +67,36 @@ def format_duration(seconds: float) -> str:
     return f"{seconds // 60} min {seconds % 60:02d} s"
 
 
-def execute(notebook: Path, parameters: dict | None = None, output: Path | None = None) -> float:
-    """Execute one notebook with papermill (in place by default); return its wall time in seconds."""
-    import papermill as pm
+def execute(notebook: Path, parameters: dict | None = None, output: Path | None = None,
+            cell_timeout: float | None = None) -> float:
+    """Execute one notebook with papermill (in place by default); return its wall time in seconds.
 
+    A cell that runs past `cell_timeout` seconds (default: batch_engine.CELL_TIMEOUT_S) stops
+    the run with an error naming the notebook and the cell.
+    """
+    import papermill as pm  # the book extra: imported here so `python -m course_lib ppo` runs without it
+    from nbclient.exceptions import CellTimeoutError
+
+    from course_lib import batch_engine
+
+    batch_engine.register()
+    cell_timeout = cell_timeout or batch_engine.CELL_TIMEOUT_S
     os.environ.update(BATCH_ENV)
+    current = {}
     start = time.perf_counter()
-    pm.execute_notebook(str(notebook), str(output or notebook), parameters=parameters or {},
-                        kernel_name="python3", cwd=str(notebook.parent), progress_bar=False)
+    try:
+        pm.execute_notebook(str(notebook), str(output or notebook), parameters=parameters or {},
+                            kernel_name="python3", cwd=str(notebook.parent), progress_bar=False,
+                            engine_name=batch_engine.ENGINE_NAME, execution_timeout=cell_timeout,
+                            on_cell_execute=lambda cell, cell_index: current.update(cell=cell, index=cell_index))
+    except CellTimeoutError:
+        cell = current.get("cell")
+        first = cell.source.strip().splitlines()[0] if cell is not None and cell.source.strip() else ""
+        raise SystemExit(
+            f"reproduce: {notebook.name}, cell {current.get('index')} ({first!r}) ran past the per-cell "
+            f"limit of {cell_timeout:g} s: the kernel had not sent its reply to the cell's execute request. "
+            f"Run the cell by hand to see whether it is slow or stuck; the slowest cells of the batch "
+            f"take about a minute.") from None
     return time.perf_counter() - start
 
 

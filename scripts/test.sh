@@ -11,7 +11,9 @@ python -m pytest tests -q --junitxml=_build/test-reports/library.xml
 lib=$?
 
 echo "== notebooks: re-execute and compare outputs (nbval) =="
-python -m pytest --nbval notebooks -q -p no:cacheprovider \
+# The batch's per-cell limit: a cell that runs past it fails, naming the notebook and the cell.
+cell_timeout=$(python -c "from course_lib.batch_engine import CELL_TIMEOUT_S; print(CELL_TIMEOUT_S)")
+python -m pytest --nbval notebooks -q -p no:cacheprovider --nbval-cell-timeout "$cell_timeout" \
     --nbval-sanitize-with notebooks/nbval_sanitize.cfg \
     --junitxml=_build/test-reports/notebooks.xml
 nb=$?
