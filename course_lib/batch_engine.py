@@ -13,7 +13,7 @@ This engine changes two things and nothing else:
 
 - its client never waits on one notification longer than :data:`POLL_SLICE_S`: each wait ends
   with a direct look at the socket, so a missed notification costs at most that long;
-- every cell has a time limit (:data:`CELL_TIMEOUT_S`, about five times the slowest cell of the
+- every cell has a time limit (:data:`CELL_TIMEOUT_S`, ten times the slowest cell of the
   course), so a cell that really hangs stops the run instead of waiting forever.
 """
 
@@ -27,7 +27,7 @@ from jupyter_client.channels import AsyncZMQSocketChannel
 from jupyter_client.manager import AsyncKernelManager
 from traitlets import Type, default
 
-CELL_TIMEOUT_S = 300    # any one cell; the slowest cell of the batch takes about 60 s
+CELL_TIMEOUT_S = 600    # any one cell: ten times the slowest cell of the batch (about 60 s on 2 cores)
 POLL_SLICE_S = 0.5      # the longest the client trusts one socket notification
 ENGINE_NAME = "course"  # papermill --engine course
 

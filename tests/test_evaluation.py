@@ -110,8 +110,10 @@ def test_protocol_pieces():
     instruct = format_prompt(task, "instruct")
     assert task.prompt in instruct and "<think>" in instruct and "```python" in instruct
     assert evaluation.stop_sequences_for("instruct") == ()
+    with pytest.raises(ValueError, match="needs the tokenizer of an instruct model"):
+        format_prompt(task, "chat")  # a chat prompt is the model's own template
     with pytest.raises(ValueError, match="unknown prompt style"):
-        format_prompt(task, "chat")
+        format_prompt(task, "poem")
 
 
 # --- generation and scoring ---------------------------------------------------------------------
@@ -194,3 +196,66 @@ def test_numpy_and_python_give_the_same_pass_at_k_for_large_n():
     n, c, k = 200, 13, 50
     numpy_form = 1.0 - np.prod(1.0 - k / np.arange(n - c + 1, n + 1))
     assert pass_at_k(n, c, k) == pytest.approx(numpy_form, rel=1e-12)
+
+
+# --- an instruct model's answer: the function found by its entry point ----------------------------
+
+ANSWER_WITH_PROSE = """Sure! Here is the function:
+
+```python
+import math
+
+def _square(x):
+    return x * x
+
+def norm(v):
+    return math.sqrt(sum(_square(x) for x in v))
+
+print(norm([3, 4]))
+assert norm([0]) == 0
+if __name__ == "__main__":
+    print(norm([1]))
+```
+
+This uses `math.sqrt` to take the square root of the sum of squares.
+"""
+
+
+def test_extract_function_keeps_imports_and_helpers_and_drops_calls():
+    code = evaluation.extract_function(ANSWER_WITH_PROSE, "norm")
+    assert code == ("import math\n\ndef _square(x):\n    return x * x\n\n"
+                    "def norm(v):\n    return math.sqrt(sum(_square(x) for x in v))\n")
+
+
+def test_extract_function_without_a_fence_cuts_the_prose_around_the_code():
+    text = "The answer is\ndef add(a, b):\n    return a + b\nThis adds a and b, then returns the sum.\n"
+    assert evaluation.extract_function(text, "add") == "def add(a, b):\n    return a + b\n"
+
+
+def test_extract_function_picks_the_block_that_defines_the_entry_point():
+    text = ("Example use:\n```python\nprint(add(1, 2))\n```\n"
+            "The function:\n```python\n@staticmethod_like\ndef add(a, b):\n    return a + b\n```\n")
+    assert evaluation.extract_function(text, "add") == "@staticmethod_like\ndef add(a, b):\n    return a + b\n"
+
+
+def test_extract_function_with_two_functions_keeps_both():
+    text = "```python\ndef is_even(n):\n    return n % 2 == 0\n\ndef evens(xs):\n    return [x for x in xs if is_even(x)]\n```"
+    code = evaluation.extract_function(text, "evens")
+    assert "def is_even(n)" in code and "def evens(xs)" in code
+
+
+def test_extract_function_never_renames_a_wrong_function_so_the_tests_fail():
+    task = Task(id="t", split="train", prompt='def add(a, b):\n    """Return a + b."""\n', solution="    return a + b\n",
+                entry_point="add", tests=("assert add(1, 2) == 3",), family="toy")
+    code = evaluation.extract_function("```python\ndef plus(a, b):\n    return a + b\n```", "add")
+    assert code == "def plus(a, b):\n    return a + b\n"
+    assert evaluation.run_completions([task], [code]) == [False]  # the prompt's stub is still `add`
+    good = evaluation.extract_function("```python\ndef add(a, b):\n    return a + b\n```", "add")
+    assert evaluation.run_completions([task], [good]) == [True]
+
+
+def test_extract_function_of_a_cut_off_or_empty_answer():
+    cut = "```python\ndef add(a, b):\n    return a + b\n\ndef other(x):\n    return ("
+    assert evaluation.extract_function(cut, "add") == "def add(a, b):\n    return a + b\n"
+    assert evaluation.extract_function("I cannot help with that.", "add") == ""
+    assert evaluation.extract_function("<think>def add(a, b): pass</think>no code", "add") == ""

