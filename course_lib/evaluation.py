@@ -34,7 +34,8 @@ from typing import Sequence
 import torch
 
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
-STYLES = ("completion", "instruct", "chat")
+STYLES = ("completion", "instruct")
+CHAT = "chat"  # an instruct model asked through its chat template (`chat_prompt`, `extract_function`)
 
 INSTRUCT_TEMPLATE = (
     "Complete the following Python function.\n\n"
@@ -50,21 +51,27 @@ CHAT_REQUEST = (
 # -----------------------------------------------------------------------------
 # 1. prompt
 
-def format_prompt(task, style: str = "completion", tokenizer=None) -> str:
-    """The text the model reads: the task's prompt itself (a base model continues it), the
-    instruction around it (seed 004's <think> format), or, for an instruct model with a chat
-    template ("chat", which needs its tokenizer), a user message asking for the function."""
+def format_prompt(task, style: str = "completion") -> str:
+    """The text the model reads: the task's prompt itself, or the instruction around it (seed 004)."""
     if style == "completion":
         return task.prompt
     if style == "instruct":
         return INSTRUCT_TEMPLATE.format(prompt=task.prompt)
-    if style == "chat":
-        if tokenizer is None or not getattr(tokenizer, "chat_template", None):
-            raise ValueError("the chat style needs the tokenizer of an instruct model with a chat template "
-                             "(such as smollm2-135m-instruct); a base model takes the 'completion' style")
-        message = {"role": "user", "content": CHAT_REQUEST.format(prompt=task.prompt)}
-        return tokenizer.apply_chat_template([message], add_generation_prompt=True, tokenize=False)
     raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
+
+
+def chat_prompt(task, tokenizer) -> str:
+    """For an instruct model: a user message asking for the function, in the model's own chat template."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the chat style needs the tokenizer of an instruct model with a chat template "
+                         "(such as smollm2-135m-instruct); a base model takes the 'completion' style")
+    message = {"role": "user", "content": CHAT_REQUEST.format(prompt=task.prompt)}
+    return tokenizer.apply_chat_template([message], add_generation_prompt=True, tokenize=False)
+
+
+def prompt_for(task, style: str, tokenizer=None) -> str:
+    """format_prompt's styles, and "chat" (which needs the model's tokenizer)."""
+    return chat_prompt(task, tokenizer) if style == CHAT else format_prompt(task, style)
 
 
 def stop_sequences_for(style: str) -> tuple[str, ...]:
@@ -74,7 +81,7 @@ def stop_sequences_for(style: str) -> tuple[str, ...]:
 
 def answer_code(task, text: str, style: str) -> str:
     """What the sandbox runs after the task's prompt, from what the model wrote in this style."""
-    if style == "chat":
+    if style == CHAT:
         return extract_function(text, task.entry_point)
     return extract_completion(text, stop_sequences_for(style))
 
@@ -334,23 +341,20 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
     "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
     """
     tasks = list(tasks)
-    prompts = [format_prompt(t, style, tokenizer) for t in tasks]
+    prompts = [format_prompt(t, style) for t in tasks]
     stops = stop_sequences_for(style)
     common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
     rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
     result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
     if greedy:
         gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
-        codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
-        passed = run_completions(tasks, codes, timeout=timeout)
-        for row, g, code, p in zip(rows, gens, codes, passed):
-            row.update(greedy_passed=p, greedy_completion=code, greedy_tokens=g.n_tokens)
+        passed = run_completions(tasks, [g.completion for g in gens], timeout=timeout)
+        for row, g, p in zip(rows, gens, passed):
+            row.update(greedy_passed=p, greedy_completion=g.completion, greedy_tokens=g.n_tokens)
         result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
     if n_samples:
         gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
-        answered = [tasks[g.prompt_index] for g in gens]
-        passed = run_completions(answered, [answer_code(t, g.text, style) for t, g in zip(answered, gens)],
-                                 timeout=timeout)
+        passed = run_completions([tasks[g.prompt_index] for g in gens], [g.completion for g in gens], timeout=timeout)
         for i, row in enumerate(rows):
             row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
         result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
@@ -364,6 +368,30 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
                 if k <= n_samples:
                     result[f"{group}_pass@{k}"] = round(
                         sum(pass_at_k(r["n"], r["c"], k) for r in members) / len(members), 4)
+    result["per_task"] = rows
+    return result
+
+
+def greedy_pass_rates(model, tokenizer, tasks, *, style: str = "completion", max_new_tokens: int = 128,
+                      timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
+    """Greedy pass@1 per split and near/far, for any prompt style (chat included): the `eval` command's numbers.
+
+    Keys as `evaluate`'s greedy ones ("{group}_greedy_pass@1", "{group}_tasks", "greedy_avg_gen_len",
+    "per_task"), plus each row's "greedy_finish" (eos, stop or length).
+    """
+    tasks = list(tasks)
+    gens = generate(model, tokenizer, [prompt_for(t, style, tokenizer) for t in tasks], temperature=0.0,
+                    max_new_tokens=max_new_tokens, stop_sequences=stop_sequences_for(style), batch_size=batch_size,
+                    progress=progress)
+    codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
+    rows = [{"id": t.id, "split": t.split, "novelty": t.novelty, "greedy_passed": p, "greedy_completion": code,
+             "greedy_tokens": g.n_tokens, "greedy_finish": g.finish}
+            for t, g, code, p in zip(tasks, gens, codes, run_completions(tasks, codes, timeout=timeout))]
+    result: dict = {"style": style, "max_new_tokens": max_new_tokens,
+                    "greedy_avg_gen_len": round(sum(g.n_tokens for g in gens) / len(gens), 2)}
+    for group, members in _groups(rows).items():
+        result[f"{group}_tasks"] = len(members)
+        result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)
     result["per_task"] = rows
     return result
 

@@ -423,10 +423,9 @@ def resolve_model_name(model_name: str) -> str:
 
 
 def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None, pretrain_if_missing: bool = True):
-    """(model, tokenizer) in eval mode, by name: "tiny", "smollm2-135m-instruct", a hub name
-    ("deepseek-ai/deepseek-coder-1.3b-base"), or a folder.
+    """(model, tokenizer) in eval mode, from the hub ("deepseek-ai/deepseek-coder-1.3b-base"), a folder, or "tiny".
 
-    The same two from_pretrained calls serve all of them. "tiny" reads DEFAULT_TINY_DIR and,
+    The same two from_pretrained calls serve all three. "tiny" reads DEFAULT_TINY_DIR and,
     if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
     device: "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
     """
@@ -443,7 +442,7 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
     looks_local = os.path.isdir(path) or path.startswith((".", "/", "~"))
     if looks_local and not (Path(path).expanduser() / "config.json").exists():
         raise FileNotFoundError(f"{path} holds no model (no config.json); pass a folder written by save_model, "
-                                f"one of {', '.join(MODEL_NAMES)}, or another hub name")
+                                f"'{TINY}', or a hub name such as '{DEEPSEEK_CODER_1_3B}'")
     dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:  # DeepSeek-Coder's tokenizer may have none; padding is masked anyway
@@ -521,7 +520,7 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
     (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
     """
-    from course_lib.evaluation import evaluate
+    from course_lib.evaluation import greedy_pass_rates
     from course_lib.tasks import load_humaneval, load_tasks
 
     model, tokenizer = load_model(model_name, device, pretrain_if_missing=False)
@@ -529,11 +528,10 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     if adapter is not None:
         model = load_adapter(model, adapter)
     style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
-    common = dict(n_samples=0, greedy=True, style=style, max_new_tokens=max_new_tokens, batch_size=batch_size,
-                  progress=progress)
-    result = evaluate(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
+    common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+    result = greedy_pass_rates(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
     if humaneval:
-        result["humaneval"] = evaluate(model, tokenizer, load_humaneval(), **common)
+        result["humaneval"] = greedy_pass_rates(model, tokenizer, load_humaneval(), **common)
     result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
                   device=str(model.device), machine=f"{model.device.type}, {os.cpu_count()} CPU cores")
     return result

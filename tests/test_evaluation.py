@@ -110,10 +110,10 @@ def test_protocol_pieces():
     instruct = format_prompt(task, "instruct")
     assert task.prompt in instruct and "<think>" in instruct and "```python" in instruct
     assert evaluation.stop_sequences_for("instruct") == ()
-    with pytest.raises(ValueError, match="needs the tokenizer of an instruct model"):
-        format_prompt(task, "chat")  # a chat prompt is the model's own template
     with pytest.raises(ValueError, match="unknown prompt style"):
-        format_prompt(task, "poem")
+        format_prompt(task, "chat")  # a chat prompt is the model's own template: prompt_for with its tokenizer
+    with pytest.raises(ValueError, match="needs the tokenizer of an instruct model"):
+        evaluation.prompt_for(task, evaluation.CHAT, tokenizer=object())
 
 
 # --- generation and scoring ---------------------------------------------------------------------
