@@ -252,3 +252,10 @@ def test_command_line_sft_writes_metrics_adapter_and_eval(small_dir, tmp_path):
     assert (out / "adapter" / "adapter_config.json").exists()
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 2 and "already holds a run" in again.stdout
+
+
+def test_eval_command_with_a_wrong_model_name_lists_the_names(capsys):
+    from course_lib.__main__ import main
+    assert main(["eval", "--model", "smollm2"]) == 2
+    out = capsys.readouterr().out
+    assert "unknown model 'smollm2'" in out and llm.SMOLLM2 in out and llm.DEEPSEEK_CODER_1_3B in out
