@@ -430,3 +430,39 @@ def compare_pass_rates(after: Sequence[dict], before: Sequence[dict], split: str
     mean = sum(d) / len(d)
     se = (sum((x - mean) ** 2 for x in d) / (len(d) - 1) / len(d)) ** 0.5
     return {"difference": mean, "se": se, "real": abs(mean) > z * se}
+
+
+# 95% two-sided Student-t factors for a mean of n values (n - 1 degrees of freedom).
+_T_975 = {2: 12.706, 3: 4.303, 4: 3.182, 5: 2.776, 6: 2.571, 7: 2.447, 8: 2.365, 9: 2.306, 10: 2.262,
+          11: 2.228, 12: 2.201, 13: 2.179, 14: 2.160, 15: 2.145, 16: 2.131, 21: 2.086, 31: 2.042}
+
+
+def t_factor(n: int) -> float:
+    """How many standard errors a mean of n values must clear to count (95%, two-sided): 4.30 for 3 seeds.
+
+    With few seeds the standard error is itself a noisy estimate, so the interval is wider than
+    the normal distribution's 1.96: Student's t with n - 1 degrees of freedom.
+    """
+    if n < 2:
+        raise ValueError(f"a standard error needs at least 2 values (seeds), got {n}")
+    below = [k for k in _T_975 if k <= n]
+    return _T_975[max(below)] if n <= 31 else 1.96  # between table rows: the next smaller n, the wider interval
+
+
+def mean_se(values: Sequence[float]) -> tuple[float, float]:
+    """(mean, standard error of the mean) of per-seed values."""
+    if len(values) < 2:
+        raise ValueError(f"a standard error needs at least 2 values (seeds), got {len(values)}")
+    mean = sum(values) / len(values)
+    return mean, (sum((v - mean) ** 2 for v in values) / (len(values) - 1) / len(values)) ** 0.5
+
+
+def seed_verdict(differences: Sequence[float]) -> str:
+    """'a gain', 'a loss' or 'within noise': is the mean of per-seed differences beyond its t-interval?"""
+    mean, se = mean_se(differences)
+    half_width = t_factor(len(differences)) * se
+    if mean > half_width and mean > 0:
+        return "a gain"
+    if mean < -half_width and mean < 0:
+        return "a loss"
+    return "within noise"

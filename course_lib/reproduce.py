@@ -52,6 +52,14 @@ PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
 # Fixed so that notebook outputs are the same on every run (nbval compares them).
 BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",
              "COURSE_BATCH": "1"}  # COURSE_BATCH: no progress bars in saved outputs (course_lib.progress)
+# Training numbers depend on the order in which floating-point sums are taken, and torch's CPU
+# libraries choose that order by processor: AVX-512 kernels on a processor that has them, AVX2
+# kernels on one that does not. The batch asks every library for its AVX2 kernels, so a
+# processor with AVX-512 computes what a 2-core AVX2 runtime computes: ATen's own kernels
+# (ATEN_CPU_CAPABILITY), oneDNN's (the GRU; ONEDNN_MAX_CPU_ISA) and MKL's matrix products in
+# their reproducible mode (MKL_CBWR). On an AVX2 processor these change nothing.
+NUMERICS_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
+BATCH_ENV.update(NUMERICS_ENV)
 
 
 def chapter_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
@@ -125,9 +133,16 @@ def write_timings(timings: dict) -> None:
     TIMES_PAGE.write_text(
         "# Execution times\n\n"
         "Every chapter was executed top to bottom by the batch (`python -m course_lib reproduce`) "
-        f"on {os.cpu_count()} CPU cores; these are its wall-clock measurements, written by the batch itself.\n\n"
+        f"on {os.cpu_count()} CPU cores{cpu_names(timings)}; these are its wall-clock measurements, "
+        "written by the batch itself.\n\n"
         "| chapter | time |\n|---|---|\n" + "\n".join(rows) +
         f"\n| **all chapters** | **{format_duration(total)}** |\n")
+
+
+def cpu_names(timings: dict) -> str:
+    """' (AMD EPYC)': the processors the timings were measured on, for the times page."""
+    names = sorted({t["cpu"] for t in timings.values() if t.get("cpu")})
+    return f" ({', '.join(names)})" if names else ""
 
 
 def run_pre_step(notebook: Path, rerun: bool) -> None:
@@ -157,7 +172,8 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
         seconds = round(execute(nb), 1)  # the notebook and the table state this same number
         stamp_time(nb, seconds)
         timings = load_timings()  # read again: another batch may have written other chapters meanwhile
-        timings[nb.stem] = {"seconds": seconds, "cpus": os.cpu_count(), "python": platform.python_version()}
+        timings[nb.stem] = {"seconds": seconds, "cpus": os.cpu_count(), "cpu": cpu_model(),
+                            "python": platform.python_version()}
         write_timings(timings)
         flag = "  OVER the 5-minute budget" if seconds > NOTEBOOK_BUDGET_S else ""
         print(f"reproduce: {nb.name} took {format_duration(seconds)}{flag}", flush=True)
@@ -189,7 +205,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.set_defaults(func=lambda args: reproduce(args.only, args.strict_budget, args.rerun_runs))
 
 
+def cpu_model() -> str:
+    """The processor's name as Linux reports it ('' elsewhere): timings and records name it."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor()
+
+
 if __name__ == "__main__":  # used by scripts/test.sh
     p = argparse.ArgumentParser()
-    p.add_argument("--summarize-junit", type=Path, required=True)
-    print(summarize_junit(p.parse_args().summarize_junit))
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--summarize-junit", type=Path)
+    group.add_argument("--print-env", action="store_true", help="the batch's environment, as NAME=VALUE lines")
+    args = p.parse_args()
+    if args.print_env:
+        print("\n".join(f"{k}={v}" for k, v in BATCH_ENV.items()))
+    else:
+        print(summarize_junit(args.summarize_junit))

@@ -3,7 +3,10 @@
 # outputs compared with the committed ones (nbval).
 set -uo pipefail
 cd "$(dirname "$0")/.."
-export PATH="$PWD/.venv/bin:$PATH" PYTHONHASHSEED=0 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false COURSE_BATCH=1
+export PATH="$PWD/.venv/bin:$PATH"
+# The batch's environment (course_lib.reproduce.BATCH_ENV): fixed hashing, no hub, no progress
+# bars, and the same floating-point kernels on every x86 processor.
+while IFS= read -r line; do export "$line"; done < <(python -m course_lib.reproduce --print-env)
 mkdir -p _build/test-reports
 
 echo "== library tests =="

@@ -81,3 +81,29 @@ def test_a_cell_past_the_limit_stops_the_run_naming_notebook_and_cell(tmp_path):
 def test_papermill_finds_the_engine_by_name_from_the_entry_point():
     from papermill.engines import papermill_engines  # loads the entry points, course_lib's included
     assert papermill_engines.get_engine(batch_engine.ENGINE_NAME) is batch_engine.CourseEngine
+
+
+def test_the_batch_kernel_uses_the_avx2_kernels_of_every_cpu_library(tmp_path):
+    code = ("import os, platform, torch\n"
+            "print(os.environ['MKL_CBWR'], os.environ['ONEDNN_MAX_CPU_ISA'], torch.backends.cpu.get_cpu_capability(),"
+            " platform.machine())")
+    nb = {"cells": [{"cell_type": "code", "id": "a", "metadata": {}, "source": code, "outputs": [], "execution_count": None}],
+          "metadata": {"kernelspec": {"name": "python3", "display_name": "Python 3", "language": "python"}},
+          "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "01_numerics.ipynb"
+    path.write_text(json.dumps(nb))
+    reproduce.execute(path, output=tmp_path / "out.ipynb")
+    text = json.loads((tmp_path / "out.ipynb").read_text())["cells"][0]["outputs"][0]["text"]
+    mkl, onednn, capability, machine = ("".join(text) if isinstance(text, list) else text).split()
+    assert (mkl, onednn) == ("AVX2", "AVX2")
+    if machine == "x86_64":  # a processor with AVX-512 is held to AVX2, one with AVX2 keeps it
+        assert capability == "AVX2"
+
+
+def test_the_test_command_exports_the_batch_environment():
+    import subprocess
+    import sys
+    printed = subprocess.run([sys.executable, "-m", "course_lib.reproduce", "--print-env"],
+                             capture_output=True, text=True, check=True).stdout.split()
+    assert dict(line.split("=", 1) for line in printed) == reproduce.BATCH_ENV
+    assert "course_lib.reproduce --print-env" in (reproduce.REPO_ROOT / "scripts" / "test.sh").read_text()

@@ -259,3 +259,17 @@ def test_extract_function_of_a_cut_off_or_empty_answer():
     assert evaluation.extract_function(cut, "add") == "def add(a, b):\n    return a + b\n"
     assert evaluation.extract_function("I cannot help with that.", "add") == ""
     assert evaluation.extract_function("<think>def add(a, b): pass</think>no code", "add") == ""
+
+
+def test_a_gain_over_seeds_counts_only_beyond_the_t_interval():
+    from course_lib.evaluation import mean_se, seed_verdict, t_factor
+    assert t_factor(3) == 4.303 and t_factor(10) == 2.262 and t_factor(100) == 1.96
+    assert t_factor(18) == t_factor(16)  # between rows: the wider interval of the smaller n
+    m, se = mean_se([0.1, 0.2, 0.3])
+    assert abs(m - 0.2) < 1e-12 and abs(se - 0.1 / 3 ** 0.5) < 1e-12
+    # mean 0.2, se 0.058: beyond 2 SE (0.115) but not beyond 4.30 SE (0.248) with 3 seeds
+    assert seed_verdict([0.1, 0.2, 0.3]) == "within noise"
+    assert seed_verdict([0.1, 0.2, 0.3, 0.1, 0.2, 0.3, 0.1, 0.2, 0.3]) == "a gain"
+    assert seed_verdict([-0.30, -0.31, -0.29]) == "a loss"
+    with pytest.raises(ValueError, match="at least 2"):
+        seed_verdict([0.5])
