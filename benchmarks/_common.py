@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import statistics
 from pathlib import Path
 
@@ -18,3 +19,13 @@ def write_json(path: Path, data) -> None:
     """`data` as indented JSON with a final newline, creating the folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def provenance(pretrained: Path) -> dict:
+    """What a record was made from and on: the start checkpoint's SHA-256 (chapters check it against
+    the checkpoint they load) and the processor (CPU numbers depend on it)."""
+    from course_lib.checkpoints import file_sha256
+    from course_lib.reproduce import cpu_model
+
+    return {"pretrained_sha256": file_sha256(pretrained), "machine": f"{cpu_model() or 'unknown CPU'}, "
+            f"{os.cpu_count()} cores"}

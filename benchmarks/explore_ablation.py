@@ -1,4 +1,4 @@
-"""PPO with and without epsilon-greedy exploration, three seeds from chapter 4's checkpoint (chapter 6).
+"""PPO with and without epsilon-greedy exploration, and exploration without PPO, three seeds from chapter 4's checkpoint (chapter 6).
 
     python benchmarks/explore_ablation.py [--seeds 0 1 2] [--out runs/explore_ablation] [--updates 20]
 
@@ -8,6 +8,9 @@ cloning on the train solutions, self-imitation of passing programs):
     ppo        the policy's own samples at temperature 1.5 are all that can find a val solution
     explore    plus 512 epsilon-greedy episodes per update (course_lib.explore, epsilon 0.03) on the val
                tasks no program has passed yet; what passes goes to self-imitation only
+    no_ppo     explore with the PPO objective switched off (ppo_coef 0): behaviour cloning, exploration
+               and self-imitation alone, the same updates and samples; what PPO itself adds is
+               explore minus no_ppo
 
 Each run is `course_lib.trainer.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
 summary (mean and sample standard deviation over the seeds of every greedy pass rate, run seconds)
@@ -22,6 +25,7 @@ from teacher_ablation import main  # benchmarks/teacher_ablation.py: the same ru
 VARIANTS = {
     "ppo": {},
     "explore": dict(explore_episodes=512, explore_epsilon=0.03),
+    "no_ppo": dict(explore_episodes=512, explore_epsilon=0.03, ppo_coef=0.0),
 }
 
 if __name__ == "__main__":

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -109,7 +109,8 @@ def main() -> int:
 
     data = {
         "variants": {v: VARIANTS[v] for v in args.variants}, "seeds": args.seeds, "updates": args.updates,
-        "settings": SETTINGS, "pretrained": str(args.pretrained.relative_to(ROOT)), "summary": summary,
+        "settings": SETTINGS, "pretrained": str(args.pretrained.relative_to(ROOT)),
+        **provenance(args.pretrained), "summary": summary,
         "metrics": {v: {str(s): [{k: m.get(k) for k in CURVE_KEYS}
                                  for m in read_metrics(args.out / slug(v) / f"seed{s}")] for s in args.seeds}
                     for v in args.variants},

@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -121,7 +121,7 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
     data = {
         "script": f"benchmarks/{name}.py", "seeds": args.seeds, "variants": variants,
         "base_config": {k: v for k, v in base_config(args).items() if k != "pretrained"},
-        "pretrained": "notebooks/checkpoints/gru_pretrained.pt", "summary": summary,
+        "pretrained": "notebooks/checkpoints/gru_pretrained.pt", **provenance(args.pretrained), "summary": summary,
         "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}
                                  for m in read_metrics(args.out / v / f"seed{s}")] for s in args.seeds}
                     for v in args.variants},

@@ -10,7 +10,7 @@ A checkpoint is one file holding
     tokenizer_fingerprint
     extra            anything JSON-like: training settings, results
 
-Seed 000 saved weights without their sizes and guessed them back from tensor
+The character-level PPO work log saved weights without their sizes and guessed them back from tensor
 shapes (renaming head -> policy_head along the way), and loaded a checkpoint
 trained on another dataset's vocabulary. Here both are errors that say what
 differs and what to do.
@@ -18,6 +18,8 @@ differs and what to do.
 
 from __future__ import annotations
 
+import hashlib
+import warnings
 from pathlib import Path
 
 import torch
@@ -33,6 +35,33 @@ class CheckpointMismatchError(ValueError):
 
 class CheckpointFormatError(ValueError):
     """The file is not a checkpoint written by `save_checkpoint` (of a version this code reads)."""
+
+
+def file_sha256(path) -> str:
+    """The SHA-256 of a file's bytes: which checkpoint a record was made from."""
+    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+
+
+def check_record_made_from(record: dict, checkpoint, *, record_name: str, remake: str,
+                           strict: bool = True) -> bool:
+    """Whether a benchmark record was made from `checkpoint` as it is on disk (by its SHA-256).
+
+    A chapter that plots runs made from chapter 4's checkpoint must plot runs of *that* checkpoint;
+    re-made (chapter 4 re-executed on another processor, say), it starts every run elsewhere.
+    `record["pretrained_sha256"]` is written by the benchmark script; `remake` is its command.
+    strict: raise CheckpointMismatchError on a mismatch (the tests); otherwise warn and return False
+    (a reader who re-made the checkpoint can still read the chapter, told what the record is).
+    """
+    made_from, here = record.get("pretrained_sha256"), file_sha256(checkpoint)
+    if made_from == here:
+        return True
+    message = (f"{record_name} was made from {'an unrecorded checkpoint' if made_from is None else made_from[:12]}, "
+               f"not from {Path(checkpoint).name} as it is now ({here[:12]}): its runs started from another "
+               f"model. Re-make it with `{remake}` (or `python -m course_lib reproduce --rerun-runs`).")
+    if strict:
+        raise CheckpointMismatchError(message)
+    warnings.warn(message, stacklevel=2)
+    return False
 
 
 def save_checkpoint(path, model: GRUPolicy, tokenizer, *, extra: dict | None = None) -> None:
@@ -109,7 +138,7 @@ def _read(path, map_location) -> dict:
     if missing:
         raise CheckpointFormatError(
             f"{path} is not a course checkpoint: missing {missing}. A bare state_dict has no config or "
-            "vocabulary, and guessing them from tensor shapes is how seed 000 went wrong; "
+            "vocabulary, and guessing them from tensor shapes is how the character-level PPO work log went wrong; "
             "save with course_lib.checkpoints.save_checkpoint.")
     if ckpt["format_version"] != FORMAT_VERSION:
         raise CheckpointFormatError(f"{path}: format_version {ckpt['format_version']!r}; this course_lib "

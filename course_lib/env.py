@@ -59,7 +59,7 @@ def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
 def action_alphabet(tasks: Sequence[Task], tokenizer) -> np.ndarray:
     """The token ids a policy may write: every character of the TRAINING solutions, plus <eos>.
 
-    One alphabet for all tasks. Seed 000 allowed, for each task, that task's own
+    One alphabet for all tasks. The character-level PPO work log allowed, for each task, that task's own
     characters: on a validation task this tells the policy which characters the
     hidden answer uses (and forbids the others), which leaks the answer. Here
     val/test solutions never shape the alphabet, whatever tasks are passed.
@@ -331,7 +331,7 @@ def template_policy(tasks: Sequence[Task], tokenizer) -> Policy:
 
     It cheats: it reads the answer (task.solution), which no learner may do. It
     proves the environment can be solved and scores what it should (reward 1 on
-    every task, in every split); seed 000's "template baseline" was the same.
+    every task, in every split); the character-level PPO work log's "template baseline" was the same.
     It ignores the action mask (held-out solutions may use characters outside it).
     """
     scripts = {t.id: np.array(tokenizer.encode(t.solution, add_eos=True), dtype=np.int64) for t in tasks}

@@ -4,7 +4,7 @@ The protocol, the same in training, evaluation and every chapter:
 
 1. PROMPT      `format_prompt`: a base model continues the task's prompt (signature +
                docstring), as in HumanEval; an instruction-tuned model is asked for
-               <think> reasoning and a ```python block, as in seed 004.
+               <think> reasoning and a ```python block, as in the teacher-guided GRPO README.
 2. GENERATE    `generate`: greedy (temperature 0) or sampled, until <eos>, a stop
                sequence, or max_new_tokens.
 3. EXTRACT     `extract_completion`: drop <think>...</think> blocks; if the text holds a
@@ -52,7 +52,7 @@ CHAT_REQUEST = (
 # 1. prompt
 
 def format_prompt(task, style: str = "completion") -> str:
-    """The text the model reads: the task's prompt itself, or the instruction around it (seed 004)."""
+    """The text the model reads: the task's prompt itself, or the instruction around it (the teacher-guided GRPO README)."""
     if style == "completion":
         return task.prompt
     if style == "instruct":
@@ -131,7 +131,7 @@ def extract_thinking(text: str) -> str | None:
 
 
 def format_response(code: str, thinking: str | None = None) -> str:
-    """The unified answer every stage writes and reads (seed 004): <think> reasoning, then one ```python block.
+    """The unified answer every stage writes and reads (the teacher-guided GRPO README): <think> reasoning, then one ```python block.
 
     The inverse of extraction: extract_thinking(format_response(c, t)) == t.strip() and
     extract_completion(format_response(c, t)) == c (with a final newline). A teacher's

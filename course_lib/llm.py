@@ -29,7 +29,7 @@ a test checks the actual data with `find_leaks`.
 One sequence is  <bos> prompt completion <eos>, with the prompt and the completion
 tokenized separately (so the ids at the seam are the ones generation sees). SFT
 scores only the completion and <eos>: prompt positions get the label -100, which
-the loss skips (seed 004's lesson; `sft_batch(mask_prompt=False)` is the wrong way,
+the loss skips (the teacher-guided GRPO README's lesson; `sft_batch(mask_prompt=False)` is the wrong way,
 kept for the chapter to show).
 """
 

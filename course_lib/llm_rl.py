@@ -2,19 +2,19 @@
 
 One loop, four methods, all on the LoRA parameters only (the base model stays frozen):
 
-    reinforce     seed 003's REINFORCE: loss = -(R - b) * log p(completion | prompt), b = the batch's mean reward
-    ppo           seed 003's PPO-clip: advantages (R - mean) / std over the batch, several epochs per batch,
+    reinforce     the DeepSeek-Coder LoRA-RL report's REINFORCE: loss = -(R - b) * log p(completion | prompt), b = the batch's mean reward
+    ppo           the DeepSeek-Coder LoRA-RL report's PPO-clip: advantages (R - mean) / std over the batch, several epochs per batch,
                   the clipped surrogate of `course_lib.ppo.ppo_loss` (the same function chapter 6 uses)
     grpo          several samples per prompt; advantages normalised within each prompt's group;
                   a KL penalty towards the frozen reference = the model with its adapter disabled
-    teacher-grpo  seed 004's dual-source objective: GRPO + w_t * SFT on a teacher's solutions
+    teacher-grpo  the teacher-guided GRPO README's dual-source objective: GRPO + w_t * SFT on a teacher's solutions
                   + w_s * SFT on the best passing sample of each group (self-imitation)
 
 Every step follows the same order, the order of the maths:
 
 1. ROLLOUT   sample group_size completions for each of prompts_per_step tasks (`evaluation.generate`)
 2. SCORE     run prompt + completion + tests in the sandbox (`evaluation.run_completions`), never here;
-             reward R = 1[all tests pass] - length_alpha * tokens / 100   (seed 003's length penalty)
+             reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
 3. ADVANTAGE `advantages(rewards, method, group_size)`
 4. UPDATE    `policy_loss` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters
 
@@ -54,17 +54,17 @@ class RLConfig:
     method: str = "grpo"               # one of METHODS
     steps: int = 10                    # optimiser rounds (one rollout batch each)
     prompts_per_step: int = 8          # tasks per rollout batch
-    group_size: int = 4                # samples per task (GRPO's group); 1 is seed 003's REINFORCE/PPO
+    group_size: int = 4                # samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO
     lr: float = 1e-3                   # AdamW learning rate of the adapter
     temperature: float = 0.8           # rollout sampling temperature (> 0); log-probs use the same T
     max_new_tokens: int = 64           # rollout generation limit
-    length_alpha: float = 0.01         # seed 003: R = pass - alpha * tokens / 100
+    length_alpha: float = 0.01         # the DeepSeek-Coder LoRA-RL report: R = pass - alpha * tokens / 100
     min_std: float = 0.0               # floor of the std that normalises advantages (ppo, grpo); 0 = the textbook formula
     clip_eps: float = 0.2              # PPO's clip range (ppo, grpo, teacher-grpo)
     epochs: int = 2                    # passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1
-    kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; seed 004: 0.05)
-    teacher_sft_weight: float = 0.3    # seed 004's w_t (teacher-grpo)
-    self_sft_weight: float = 0.2       # seed 004's w_s (teacher-grpo)
+    kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO README: 0.05)
+    teacher_sft_weight: float = 0.3    # the teacher-guided GRPO README's w_t (teacher-grpo)
+    self_sft_weight: float = 0.2       # the teacher-guided GRPO README's w_s (teacher-grpo)
     style: str = "completion"          # prompt format: "completion" or "instruct" (<think> + ```python)
     splits: tuple = ROLLOUT_SPLITS     # which tasks' tests give rewards (train and/or val)
     timeout: float = 2.0               # sandbox seconds per program
@@ -122,7 +122,7 @@ def load_policy(model_name: str = "tiny", device: str | None = None, *, init_ada
 # 2. reward and 3. advantages
 
 def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:
-    """Seed 003's reward: 1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
+    """The DeepSeek-Coder LoRA-RL report's reward: 1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
     return torch.tensor([float(p) - alpha * n / 100 for p, n in zip(passed, n_tokens)])
 
 
@@ -145,7 +145,7 @@ def group_advantages(rewards: torch.Tensor, group_size: int, *, normalise: bool 
 
 
 def advantages(rewards: torch.Tensor, method: str, group_size: int, min_std: float = 0.0) -> torch.Tensor:
-    """REINFORCE: R - batch mean (the baseline); PPO: normalised over the batch (seed 003);
+    """REINFORCE: R - batch mean (the baseline); PPO: normalised over the batch (the DeepSeek-Coder LoRA-RL report);
     GRPO: normalised within each prompt's group of group_size samples."""
     if method == "reinforce":
         return group_advantages(rewards, rewards.numel(), normalise=False)
@@ -173,7 +173,7 @@ def token_logprobs(model, batch: dict, temperature: float = 1.0) -> tuple[torch.
 
 
 def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
-    """Seed 003's loss, mean over the batch: -A * log p(completion | prompt), log p summed over its tokens."""
+    """The DeepSeek-Coder LoRA-RL report's loss, mean over the batch: -A * log p(completion | prompt), log p summed over its tokens."""
     return -(advantage * (logprobs * mask).sum(dim=1)).mean()
 
 
@@ -193,7 +193,7 @@ def policy_loss(method: str, new_logprobs, old_logprobs, mask, advantage, *, cli
 
 
 # -----------------------------------------------------------------------------
-# the teacher (seed 004): an interface, an offline teacher and an HTTP client
+# the teacher (the teacher-guided GRPO README): an interface, an offline teacher and an HTTP client
 
 class Teacher(Protocol):
     """Anything that answers tasks: solutions(tasks)[i] is the text to write after
@@ -306,7 +306,7 @@ def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: f
     """The teacher's answers for the TRAIN tasks among tasks, as SFT examples (prompt -> answer).
 
     Only train tasks are asked. With verify, an answer is kept only if it passes the task's
-    tests in the sandbox (seed 004 kept only valid code). Raises if an answer holds a
+    tests in the sandbox (the teacher-guided GRPO README kept only valid code). Raises if an answer holds a
     val/test reference solution.
     """
     from course_lib.evaluation import extract_completion, format_prompt, run_completions, stop_sequences_for
@@ -498,7 +498,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
 
 def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,
                        **kwargs) -> list[dict]:
-    """Seed 004's teacher-guided GRPO: `train_rl` with method="teacher-grpo" (kwargs as for train_rl)."""
+    """The teacher-guided GRPO README's teacher-guided GRPO: `train_rl` with method="teacher-grpo" (kwargs as for train_rl)."""
     return train_rl(model, tokenizer, tasks, config, teacher=teacher, method="teacher-grpo", **kwargs)
 
 
@@ -511,11 +511,11 @@ def add_arguments(group) -> None:
                        help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
                             "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
     group.add_argument("--group-size", type=int, default=None,
-                       help="samples per prompt [reinforce/ppo 1 (seed 003), grpo/teacher-grpo 4]")
+                       help="samples per prompt [reinforce/ppo 1 (the DeepSeek-Coder LoRA-RL report), grpo/teacher-grpo 4]")
     group.add_argument("--rollout-temperature", type=float, default=d.temperature,
                        help=f"sampling temperature of the rollouts [{d.temperature}]")
     group.add_argument("--length-alpha", type=float, default=d.length_alpha,
-                       help=f"seed 003's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
+                       help=f"the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
     group.add_argument("--clip-eps", type=float, default=d.clip_eps, help=f"PPO clip range [{d.clip_eps}]")
     group.add_argument("--min-std", type=float, default=d.min_std,
                        help=f"floor of the std that normalises advantages (ppo, grpo) [{d.min_std}]")
@@ -532,7 +532,7 @@ def add_arguments(group) -> None:
                             "solutions (OfflineTeacher)")
     group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
     group.add_argument("--style", choices=("completion", "instruct"), default=d.style,
-                       help="prompt format: the task's prompt, or seed 004's <think> + ```python instruction [completion]")
+                       help="prompt format: the task's prompt, or the teacher-guided GRPO README's <think> + ```python instruction [completion]")
     group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
                        help="whose tests give the rewards (train, val; never test) [train val]")
 

@@ -277,7 +277,7 @@ def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Seq
     its final state starts the GRU over the completions. The state before token t
     is the prompt's for t = 0 and the GRU's output after token t - 1 otherwise;
     gradients flow through both. Positions after a row's last token are padding
-    and get mask 0. (Seed 000's PPO read log-probs and values at padded positions
+    and get mask 0. (The character-level PPO work log's PPO read log-probs and values at padded positions
     until it was fixed; the mask is that fix.)
     """
     from course_lib.models import next_token_mask

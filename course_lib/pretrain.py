@@ -10,7 +10,7 @@ are scored: the prompt is given, not written, and padding is not text at all.
 
 Two pretraining regimes (`pretraining_texts`), a teaching choice:
 
-    memorise  the training tasks' prompt -> solution pairs (what seed 000 did)
+    memorise  the training tasks' prompt -> solution pairs (what the character-level PPO work log did)
     broad     the same pairs plus short functions from Python's standard library,
               cut like our tasks: signature + first docstring line -> body
 
@@ -33,7 +33,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from course_lib.models import GRUPolicy, generate
+from course_lib.models import GRUConfig, GRUPolicy, generate
 
 IGNORE_INDEX = -100  # cross_entropy skips targets equal to this
 REGIMES = ("memorise", "broad")
@@ -240,6 +240,23 @@ def pretrain(model: GRUPolicy, tokenizer, examples: Sequence[Example], *, epochs
         schedule.step()
         losses.append(loss.item())
     return losses
+
+
+# Chapter 4's saved model: the "broad" regime with the chapter's default settings (about 30 s on 2 cores).
+BROAD_RECIPE = dict(embed_dim=64, hidden_dim=256, train_repeats=4, max_body_chars=150, epochs=15, lr=2e-2,
+                    batch_size=32)
+
+
+def pretrain_broad(tokenizer, *, seed: int = 0, progress: bool = True) -> GRUPolicy:
+    """Chapter 4's model, made again: what a later chapter pretrains when chapter 4's checkpoint is missing."""
+    r = BROAD_RECIPE
+    torch.manual_seed(seed)
+    model = GRUPolicy(GRUConfig(len(tokenizer), embed_dim=r["embed_dim"], hidden_dim=r["hidden_dim"]))
+    data = pretraining_texts("broad", tokenizer=tokenizer, train_repeats=r["train_repeats"],
+                             max_body_chars=r["max_body_chars"])
+    pretrain(model, tokenizer, data, epochs=r["epochs"], lr=r["lr"], batch_size=r["batch_size"], seed=seed,
+             progress=progress)
+    return model
 
 
 @torch.no_grad()

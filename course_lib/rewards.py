@@ -12,7 +12,7 @@ The terms (``TERMS``; `register_term` adds your own):
     pass          1 if every test passes, else 0 (the sparse reward)
     fraction      the fraction of tests that pass (partial credit; a constant can game it)
     syntax        1 if the program compiles AND the function does something with its input
-    naive_syntax  1 if the program compiles: seed 000's bug, empty code collects it (kept to show the hack)
+    naive_syntax  1 if the program compiles: the character-level PPO work log's bug, empty code collects it (kept to show the hack)
     length        minus the completion's length in characters (so its weight is the penalty alpha)
     quality       1 minus 0.5 per problem the syntax tree shows (unused argument, unreachable code);
                   0 for an empty body or a program that does not parse
@@ -150,7 +150,7 @@ def fraction_of_tests(task, completion: str, report: TestReport) -> float:
 
 @register_term("naive_syntax")
 def naive_syntax_bonus(task, completion: str, report: TestReport) -> float:
-    """SEED 000'S BUG, kept to demonstrate it: 1 if the program compiles. The prompt (signature +
+    """THE WORK LOG'S BUG, kept to demonstrate it: 1 if the program compiles. The prompt (signature +
     docstring) compiles on its own, so the EMPTY completion collects the bonus. Use `syntax`."""
     return 0.0 if report.status is Status.SYNTAX_ERROR else 1.0
 
@@ -166,7 +166,7 @@ def syntax_bonus(task, completion: str, report: TestReport) -> float:
 @register_term("length")
 def length_penalty(task, completion: str, report: TestReport) -> float:
     """Minus the completion's length in characters (= tokens for the character tokenizer).
-    With weight alpha it is seed 003's `- alpha * length`."""
+    With weight alpha it is the DeepSeek-Coder LoRA-RL report's `- alpha * length`."""
     return 0.0 - len(completion)
 
 

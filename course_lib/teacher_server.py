@@ -1,6 +1,6 @@
 """A stand-in teacher behind an OpenAI-compatible endpoint, on this machine (chapter 11).
 
-Seed 004 asks a large teacher model (Qwen3-32B, served by vLLM with
+The teacher-guided GRPO README asks a large teacher model (Qwen3-32B, served by vLLM with
 `vllm serve MODEL --port 8129`) for reasoning traces over HTTP, in the format
 OpenAI's API made standard: POST a JSON request to `/v1/completions` (a prompt)
 or `/v1/chat/completions` (a list of messages), get JSON back. No such server
@@ -64,7 +64,7 @@ def _answer_options(answer: Callable) -> set[str]:
 
 
 def chat_prompt(messages) -> str:
-    """The text a chat request is answered from: its last user message (seed 004's single-turn use)."""
+    """The text a chat request is answered from: its last user message (the teacher-guided GRPO README's single-turn use)."""
     if not isinstance(messages, list) or not messages:
         raise RequestError(400, "'messages' must be a non-empty list of {\"role\": ..., \"content\": ...} objects")
     for i, m in enumerate(messages):

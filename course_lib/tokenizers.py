@@ -51,7 +51,7 @@ def tokenizer_texts(tasks) -> list[str]:
     """The texts a task set's vocabulary is built from.
 
     - every prompt, of every split: the policy must *read* every prompt, so
-      every prompt character needs an id (seed 000 crashed without this);
+      every prompt character needs an id (the character-level PPO work log crashed without this);
     - the solutions and test snippets of ``train`` tasks only: the policy *writes*
       code like them.
     Solutions of ``val`` and ``test`` tasks are the held-out answers. If their

@@ -118,6 +118,8 @@ class PPOConfig:
     # --- the PPO loss ----------------------------------------------------------------
     clip_eps: float = _opt(0.2, "policy clipping: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps]")
     value_clip_eps: float | None = _opt(0.2, "value clipping around the rollout's values; none: unclipped", float)
+    ppo_coef: float = _opt(1.0, "weight of the whole PPO objective (clipped policy loss, value loss, entropy, KL); "
+                                "0 leaves behaviour cloning, self-imitation and exploration alone (an ablation)")
     vf_coef: float = _opt(0.5, "weight of the value loss")
     ent_coef: float = _opt(0.01, "weight of the entropy bonus (more: more exploration)")
     norm_adv: bool = _opt(True, "normalise advantages to zero mean, unit variance per update")
@@ -213,7 +215,7 @@ class PPOConfig:
             need(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
             need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
+        for name in ("ppo_coef", "vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
                      "min_task_weight", "warmup_updates", "eval_every"):
             need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         need(0 <= self.train_share <= 1, f"train_share must be in [0, 1], got {self.train_share}")
@@ -674,6 +676,7 @@ class PPOTrainer:
                                     returns=returns[rows, :T], value_clip_eps=c.value_clip_eps, entropy=entropy,
                                     vf_coef=c.vf_coef, ent_coef=c.ent_coef, ref_logprobs=ref_logprobs,
                                     kl_coef=c.kl_coef)
+                loss = c.ppo_coef * loss
                 # The teacher terms: train solutions (BC) and the policy's own passing programs (SIL).
                 if c.bc_coef > 0 or (c.sil_coef > 0 and sil_examples):
                     bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,

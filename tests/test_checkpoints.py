@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.checkpoints import (CheckpointFormatError, CheckpointMismatchError, load_checkpoint,
-                                    save_checkpoint)
+from course_lib.checkpoints import (CheckpointFormatError, CheckpointMismatchError, check_record_made_from,
+                                    file_sha256, load_checkpoint, save_checkpoint)
 from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer
 
@@ -35,7 +35,7 @@ def test_round_trip_gives_identical_logits(saved):
 
 def test_a_tokenizer_from_other_data_is_refused_with_what_differs(saved):
     path, _, _ = saved
-    other = CharTokenizer.from_texts(["abcdef xyz\n", "ABC"])  # seed 000: a vocabulary from another dataset
+    other = CharTokenizer.from_texts(["abcdef xyz\n", "ABC"])  # the character-level PPO work log: a vocabulary from another dataset
     with pytest.raises(CheckpointMismatchError) as info:
         load_checkpoint(path, tokenizer=other)
     message = str(info.value)
@@ -56,7 +56,7 @@ def test_a_model_of_another_config_is_refused_naming_the_fields(saved):
 
 
 def test_a_bare_state_dict_is_not_guessed_from(saved, tmp_path):
-    """Seed 000 saved only weights and inferred the sizes from tensor shapes."""
+    """The character-level PPO work log saved only weights and inferred the sizes from tensor shapes."""
     _, model, _ = saved
     bare = tmp_path / "bare.pt"
     torch.save(model.state_dict(), bare)
@@ -67,7 +67,7 @@ def test_a_bare_state_dict_is_not_guessed_from(saved, tmp_path):
 def test_renamed_or_reshaped_weights_are_refused(saved, tmp_path):
     path, _, _ = saved
     ckpt = torch.load(path, weights_only=True)
-    ckpt["state_dict"]["head.weight"] = ckpt["state_dict"].pop("policy_head.weight")  # seed 000's renaming
+    ckpt["state_dict"]["head.weight"] = ckpt["state_dict"].pop("policy_head.weight")  # the character-level PPO work log's renaming
     bad = tmp_path / "renamed.pt"
     torch.save(ckpt, bad)
     with pytest.raises(CheckpointMismatchError, match="missing policy_head.weight.*unexpected head.weight"):
@@ -86,3 +86,17 @@ def test_not_a_checkpoint_and_other_versions_are_format_errors(saved, tmp_path):
     torch.save(ckpt, newer)
     with pytest.raises(CheckpointFormatError, match="format_version 99"):
         load_checkpoint(newer)
+
+
+def test_a_record_made_from_another_copy_of_the_checkpoint_is_refused(saved, tmp_path):
+    path = saved[0]
+    record = {"pretrained_sha256": file_sha256(path)}
+    assert check_record_made_from(record, path, record_name="data/x.json", remake="python benchmarks/x.py")
+    other = tmp_path / "other.pt"
+    other.write_bytes(path.read_bytes() + b"\0")  # one byte more: another checkpoint
+    with pytest.raises(CheckpointMismatchError, match=r"data/x\.json was made from .*python benchmarks/x\.py"):
+        check_record_made_from(record, other, record_name="data/x.json", remake="python benchmarks/x.py")
+    with pytest.raises(CheckpointMismatchError, match="an unrecorded checkpoint"):
+        check_record_made_from({}, path, record_name="data/x.json", remake="python benchmarks/x.py")
+    with pytest.warns(UserWarning, match="another model"):  # a reader's notebook: told, not stopped
+        assert not check_record_made_from(record, other, record_name="x", remake="y", strict=False)

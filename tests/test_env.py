@@ -99,7 +99,7 @@ def test_reward_only_at_the_end(env):
 
 def test_empty_completion_compiles_but_earns_nothing(env):
     # The prompt's docstring is a valid body: an empty completion is not a syntax error.
-    # Seed 000's syntax bonus paid for it; the default reward does not.
+    # The character-level PPO work log's syntax bonus paid for it; the default reward does not.
     env.reset(options={"task_id": "abs_value"})
     _, reward, _, _, info = env.step(env.tokenizer.eos_id)
     assert info["status"] == "failed" and reward == 0.0

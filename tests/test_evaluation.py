@@ -70,7 +70,7 @@ FIXTURES = {
     "a fence's helper defs are kept": ("```python\ndef helper(x):\n    return x\n\ndef add(a, b):\n    return helper(a) + b\n```",
                                        "def helper(x):\n    return x\n\ndef add(a, b):\n    return helper(a) + b\n"),
     "lone closing fence after a continuation": (BODY + "```\n", BODY),
-    # thinking blocks (seed 004's format) never reach the sandbox
+    # thinking blocks (the teacher-guided GRPO README's format) never reach the sandbox
     "think then fence": ("<think>\nAdd the two numbers.\n```python\nwrong()\n```\n</think>\n\n```python\ndef add(a, b):\n    return a + b\n```",
                          "def add(a, b):\n    return a + b\n"),
     "think then continuation": ("<think>just add</think>" + BODY, BODY),

@@ -52,7 +52,7 @@ def test_pass_and_fraction_terms(reports):
 
 def test_empty_and_trivial_code_collects_the_naive_bonus_but_not_the_fixed_one(reports):
     for name in ("empty", "pass", "constant"):
-        assert naive_syntax_bonus(ABS, PROGRAMS[name], reports[name]) == 1.0, name  # seed 000's bug
+        assert naive_syntax_bonus(ABS, PROGRAMS[name], reports[name]) == 1.0, name  # the character-level PPO work log's bug
         assert syntax_bonus(ABS, PROGRAMS[name], reports[name]) == 0.0, name
         assert is_trivial(ABS, PROGRAMS[name])
     assert syntax_bonus(ABS, PROGRAMS["identity"], reports["identity"]) == 1.0
@@ -65,7 +65,7 @@ def test_length_penalty_counts_characters(reports):
     assert length_penalty(ABS, PROGRAMS["identity"], reports["identity"]) == -len("    return x\n")
     r = ShapedReward("pass=1,length=0.01")
     c = PROGRAMS["solution"]
-    assert math.isclose(r(ABS, c, reports["solution"]), 1 - 0.01 * len(c))  # seed 003's r - alpha * length
+    assert math.isclose(r(ABS, c, reports["solution"]), 1 - 0.01 * len(c))  # the DeepSeek-Coder LoRA-RL report's r - alpha * length
 
 
 def test_quality_reads_the_syntax_tree(reports):

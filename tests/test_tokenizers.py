@@ -53,7 +53,7 @@ def test_round_trip_every_text_of_the_task_set():
 
 
 def test_course_tokenizer_reads_every_prompt_and_can_write_every_reference_solution(tok):
-    # Every prompt must encode (seed 000 crashed on prompt characters); every reference
+    # Every prompt must encode (the character-level PPO work log crashed on prompt characters); every reference
     # solution must be writable, or that task is unsolvable for a character-level policy.
     for t in TASKS:
         for text in (t.prompt, t.solution, t.program(t.solution)):

@@ -113,6 +113,30 @@ def test_a_tiny_run_raises_the_reward_on_a_toy_task(tmp_path):
     assert sum(rewards[-2:]) / 2 > sum(rewards[:2]) / 2 + 0.2, rewards
 
 
+def test_ppo_coef_zero_leaves_only_the_teacher_terms(tmp_path):
+    """ppo_coef=0 switches the PPO objective off: with no teacher terms either, nothing learns."""
+    write_toy_tasks(tmp_path)
+    tok = course_tokenizer()
+
+    def weights_after(**kw):
+        torch.manual_seed(0)
+        model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
+        config = PPOConfig(tasks_dir=str(tmp_path), updates=1, episodes_per_update=8, episodes_per_task=8,
+                           minibatch_size=8, epochs=1, max_new_tokens=6, eval_every=0, explore_episodes=0,
+                           bc_coef=0.0, sil_coef=0.0, warmup_updates=0, **kw)
+        trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
+        before = [p.detach().clone() for p in trainer.model.parameters()]
+        trainer.train()
+        return before, list(trainer.model.parameters())
+
+    before, after = weights_after(ppo_coef=0.0)
+    assert all(torch.equal(b, a) for b, a in zip(before, after))
+    before, after = weights_after()  # the default, 1.0: the same update moves the policy
+    assert not all(torch.equal(b, a) for b, a in zip(before, after))
+    with pytest.raises(ConfigError, match="ppo_coef"):
+        PPOConfig(ppo_coef=-1.0)
+
+
 # -- the command line -----------------------------------------------------------------------
 
 def test_config_file_and_options_combine(tmp_path):

@@ -1,4 +1,4 @@
-"""Seed 004's unified prompt and answer: <think> reasoning + one ```python block, written and read back."""
+"""The teacher-guided GRPO README's unified prompt and answer: <think> reasoning + one ```python block, written and read back."""
 
 from __future__ import annotations
 

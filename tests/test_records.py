@@ -1,0 +1,42 @@
+"""The benchmark records the chapters plot were made from the checkpoint the chapters load."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from course_lib.checkpoints import check_record_made_from
+
+ROOT = Path(__file__).resolve().parents[1]
+RECORDS = sorted((ROOT / "notebooks" / "data").glob("*.json"))
+FROM_CHECKPOINT = [p for p in RECORDS if json.loads(p.read_text()).get("pretrained", "").endswith(".pt")]
+
+
+def test_some_records_start_from_chapter_4s_checkpoint():
+    assert {p.stem for p in FROM_CHECKPOINT} >= {"explore_ablation", "reward_ablation", "teacher_ablation"}
+
+
+@pytest.mark.parametrize("record", FROM_CHECKPOINT, ids=lambda p: p.stem)
+def test_record_was_made_from_the_committed_checkpoint(record):
+    data = json.loads(record.read_text())
+    check_record_made_from(data, ROOT / data["pretrained"], record_name=f"notebooks/data/{record.name}",
+                           remake=f"python benchmarks/{record.stem}.py")
+
+
+def test_the_fallback_recipe_is_chapter_4s():
+    """Chapters 5 and 6 re-make chapter 4's model with pretrain.BROAD_RECIPE when its checkpoint is missing."""
+    import ast
+
+    from course_lib.pretrain import BROAD_RECIPE
+
+    nb = json.loads((ROOT / "notebooks" / "04_gru_pretraining.ipynb").read_text())
+    cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))
+    params = {node.targets[0].id: ast.literal_eval(node.value) for node in ast.parse("".join(cell["source"])).body
+              if isinstance(node, ast.Assign)}
+    assert params["chosen_regime"] == "broad"
+    chapter_4 = dict(embed_dim=params["embed_dim"], hidden_dim=params["hidden_dim"], lr=params["lr"],
+                     epochs=params["broad_epochs"], batch_size=params["broad_batch_size"],
+                     train_repeats=params["train_repeats"], max_body_chars=params["max_body_chars"])
+    assert BROAD_RECIPE == chapter_4
