@@ -11,6 +11,10 @@ The panels, and what a healthy run shows in each:
     entropy             per-token entropy of the policy: falls slowly; a crash to 0 is a collapse
     clip fraction       share of tokens whose ratio was clipped: a few percent to ~20 %
     explained variance  how much of the returns the critic predicts: rises towards 1
+
+And the boxes and arrows of the course's diagrams (chapter 6's training loop, chapter 9's decoder):
+
+    box(ax, x, y, "rollout", "#ddf4ff"); arrow(ax, (x0, y0), (x1, y1))
 """
 
 from __future__ import annotations
@@ -80,3 +84,25 @@ def plot_training(metrics, path=None, *, title: str | None = None, colors: dict 
 def _series(rows, key):
     pairs = [(r["update"] + 1, r[key]) for r in rows if r.get(key) is not None]
     return [p[0] for p in pairs], [p[1] for p in pairs]
+
+
+def box(ax, x: float, y: float, text: str, color: str = "#ffffff", *, w: float = 2.6, h: float = 0.55,
+        fontsize: float = 8.5):
+    """A w x h box centred at (x, y) with its text: one step of a diagram."""
+    import matplotlib.patches as patches
+
+    if w <= 0 or h <= 0:
+        raise ValueError(f"box {text!r}: width and height must be > 0, got w={w}, h={h}")
+    ax.add_patch(patches.Rectangle((x - w / 2, y - h / 2), w, h, facecolor=color, edgecolor="black", lw=0.8))
+    ax.text(x, y, text, ha="center", va="center", fontsize=fontsize)
+
+
+def arrow(ax, start: tuple[float, float], end: tuple[float, float], *, text: str | None = None,
+          color: str = "black", bend: float = 0.0, fontsize: float = 8):
+    """An arrow from start to end (bend != 0 curves it), with an optional label at its middle."""
+    style = f"arc3,rad={bend}" if bend else "arc3"
+    ax.annotate("", xy=end, xytext=start,
+                arrowprops=dict(arrowstyle="->", lw=1, color=color, connectionstyle=style))
+    if text:
+        ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, text, ha="center", va="center",
+                fontsize=fontsize, color=color, bbox=dict(facecolor="white", edgecolor="none", pad=1))

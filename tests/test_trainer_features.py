@@ -127,3 +127,20 @@ def test_plot_training_draws_every_panel():
     assert all(ax.lines for ax in fig.axes)
     with pytest.raises(ValueError, match="metrics rows"):
         plot_training("runs/ppo")
+
+
+def test_diagram_box_and_arrow_draw_what_they_say():
+    from matplotlib.figure import Figure
+
+    from course_lib.plots import arrow, box
+    ax = Figure().subplots()
+    box(ax, 1.0, 2.0, "rollout", "#ddf4ff", w=2.0, h=0.5)
+    arrow(ax, (1.0, 1.7), (1.0, 0.5), text="rewards")
+    (rect,) = ax.patches
+    assert rect.get_xy() == (0.0, 1.75) and rect.get_width() == 2.0 and rect.get_height() == 0.5
+    labels = {t.get_text(): t.get_position() for t in ax.texts if t.get_text()}  # the arrow itself has no text
+    assert labels == {"rollout": (1.0, 2.0), "rewards": (1.0, 1.1)}
+    (drawn,) = [t for t in ax.texts if not t.get_text()]
+    assert drawn.xy == (1.0, 0.5) and drawn.xyann == (1.0, 1.7)  # head at the end, tail at the start
+    with pytest.raises(ValueError, match="width and height"):
+        box(ax, 0, 0, "empty", w=0)
