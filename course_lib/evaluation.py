@@ -336,25 +336,30 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
              timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
     """Greedy pass@1 and, from n_samples samples per task, the pass rate and pass@k, per split and near/far.
 
+    style: "completion", "instruct" or "chat" (`prompt_for`; the sandbox runs `answer_code`).
+
     Keys: "{group}_greedy_pass@1", "{group}_pass_rate" (mean c/n), "{group}_pass@{k}", "{group}_tasks"
     for group in train, val, val_near, val_far, test, ...; "avg_gen_len" (sampled) and
     "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
     """
     tasks = list(tasks)
-    prompts = [format_prompt(t, style) for t in tasks]
+    prompts = [prompt_for(t, style, tokenizer) for t in tasks]
     stops = stop_sequences_for(style)
     common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
     rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
     result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
     if greedy:
         gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
-        passed = run_completions(tasks, [g.completion for g in gens], timeout=timeout)
-        for row, g, p in zip(rows, gens, passed):
-            row.update(greedy_passed=p, greedy_completion=g.completion, greedy_tokens=g.n_tokens)
+        codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
+        passed = run_completions(tasks, codes, timeout=timeout)
+        for row, g, code, p in zip(rows, gens, codes, passed):
+            row.update(greedy_passed=p, greedy_completion=code, greedy_tokens=g.n_tokens, greedy_finish=g.finish)
         result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
     if n_samples:
         gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
-        passed = run_completions([tasks[g.prompt_index] for g in gens], [g.completion for g in gens], timeout=timeout)
+        sampled_tasks = [tasks[g.prompt_index] for g in gens]
+        passed = run_completions(sampled_tasks, [answer_code(t, g.text, style) for t, g in zip(sampled_tasks, gens)],
+                                 timeout=timeout)
         for i, row in enumerate(rows):
             row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
         result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
@@ -376,24 +381,11 @@ def greedy_pass_rates(model, tokenizer, tasks, *, style: str = "completion", max
                       timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
     """Greedy pass@1 per split and near/far, for any prompt style (chat included): the `eval` command's numbers.
 
-    Keys as `evaluate`'s greedy ones ("{group}_greedy_pass@1", "{group}_tasks", "greedy_avg_gen_len",
-    "per_task"), plus each row's "greedy_finish" (eos, stop or length).
+    `evaluate` with no samples: keys "{group}_greedy_pass@1", "{group}_tasks", "greedy_avg_gen_len",
+    "per_task" (each row with its "greedy_finish": eos, stop or length).
     """
-    tasks = list(tasks)
-    gens = generate(model, tokenizer, [prompt_for(t, style, tokenizer) for t in tasks], temperature=0.0,
-                    max_new_tokens=max_new_tokens, stop_sequences=stop_sequences_for(style), batch_size=batch_size,
-                    progress=progress)
-    codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
-    rows = [{"id": t.id, "split": t.split, "novelty": t.novelty, "greedy_passed": p, "greedy_completion": code,
-             "greedy_tokens": g.n_tokens, "greedy_finish": g.finish}
-            for t, g, code, p in zip(tasks, gens, codes, run_completions(tasks, codes, timeout=timeout))]
-    result: dict = {"style": style, "max_new_tokens": max_new_tokens,
-                    "greedy_avg_gen_len": round(sum(g.n_tokens for g in gens) / len(gens), 2)}
-    for group, members in _groups(rows).items():
-        result[f"{group}_tasks"] = len(members)
-        result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)
-    result["per_task"] = rows
-    return result
+    return evaluate(model, tokenizer, tasks, n_samples=0, greedy=True, max_new_tokens=max_new_tokens, style=style,
+                    timeout=timeout, batch_size=batch_size, progress=progress)
 
 
 # -----------------------------------------------------------------------------

@@ -65,19 +65,22 @@ class RLConfig:
     kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO README: 0.05)
     teacher_sft_weight: float = 0.3    # the teacher-guided GRPO README's w_t (teacher-grpo)
     self_sft_weight: float = 0.2       # the teacher-guided GRPO README's w_s (teacher-grpo)
-    style: str = "completion"          # prompt format: "completion" or "instruct" (<think> + ```python)
+    style: str = "completion"          # prompt format: "completion", "instruct" (<think> + ```python) or "chat" (the model's template)
     splits: tuple = ROLLOUT_SPLITS     # which tasks' tests give rewards (train and/or val)
     timeout: float = 2.0               # sandbox seconds per program
     clip_norm: float = 1.0             # gradient-norm clip
     seed: int = 0
 
     def check(self) -> "RLConfig":
-        from course_lib.evaluation import STYLES
+        from course_lib.evaluation import CHAT, STYLES
 
         if self.method not in METHODS:
             raise ValueError(f"unknown RL method {self.method!r}; choose one of {METHODS}")
-        if self.style not in STYLES:
-            raise ValueError(f"unknown prompt style {self.style!r}; choose one of {STYLES}")
+        if self.style not in STYLES + (CHAT,):
+            raise ValueError(f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
+        if self.style == CHAT and self.method == "teacher-grpo":
+            raise ValueError("teacher-grpo's teachers answer 'completion' or 'instruct' prompts; use one of those "
+                             "styles, or another method with the chat style")
         for name in ("steps", "prompts_per_step", "group_size", "epochs", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -343,15 +346,16 @@ class Rollout:
 
 def rollout(model, tokenizer, tasks, config: RLConfig, seed: int) -> Rollout:
     """1. sample group_size completions per task; 2. run them in the sandbox and score them."""
-    from course_lib.evaluation import format_prompt, generate, run_completions, stop_sequences_for
+    from course_lib.evaluation import answer_code, generate, prompt_for, run_completions, stop_sequences_for
 
-    prompts = [format_prompt(t, config.style) for t in tasks]
+    prompts = [prompt_for(t, config.style, tokenizer) for t in tasks]
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
                     max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
     sample_tasks = [tasks[g.prompt_index] for g in gens]
-    passed = run_completions(sample_tasks, [g.completion for g in gens], timeout=config.timeout)
+    passed = run_completions(sample_tasks, [answer_code(t, g.text, config.style) for t, g in zip(sample_tasks, gens)],
+                             timeout=config.timeout)
     rewards = length_penalised_reward(passed, [g.n_tokens for g in gens], config.length_alpha)
-    # completion prompts: train on what the sandbox ran (cut at the stop); instruct: on everything written
+    # completion prompts: train on what the sandbox ran (cut at the stop); instruct and chat: on everything written
     targets = [g.completion if config.style == "completion" else g.text for g in gens]
     return Rollout(sample_tasks, [prompts[g.prompt_index] for g in gens], targets, passed,
                    [g.n_tokens for g in gens], rewards)
@@ -478,7 +482,8 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
             if task not in chosen:
                 chosen.append(task)
         batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step)
-        teacher_data = [e for t in chosen for e in teacher_by_prompt.get(format_prompt(t, config.style), [])]
+        teacher_data = ([e for t in chosen for e in teacher_by_prompt.get(format_prompt(t, config.style), [])]
+                        if teacher_by_prompt else [])
         model.train()
         stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator)
         model.eval()
@@ -531,8 +536,10 @@ def add_arguments(group) -> None:
                        help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
                             "solutions (OfflineTeacher)")
     group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
-    group.add_argument("--style", choices=("completion", "instruct"), default=d.style,
-                       help="prompt format: the task's prompt, or the teacher-guided GRPO README's <think> + ```python instruction [completion]")
+    group.add_argument("--style", choices=("completion", "instruct", "chat"), default=d.style,
+                       help="prompt format: the task's prompt, the teacher-guided GRPO README's <think> + ```python "
+                            "instruction, or the model's chat template (an instruct model such as "
+                            "smollm2-135m-instruct) [completion]")
     group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
                        help="whose tests give the rewards (train, val; never test) [train val]")
 

@@ -133,6 +133,70 @@ def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_a
         assert ("teacher_sft_loss" in history[0]) == (history[0]["teacher_examples"] > 0)
 
 
+CHAT_TEMPLATE = ("{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}"
+                 "{% if add_generation_prompt %}<|assistant|>{% endif %}")
+
+
+def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted_function(
+        small_dir, tasks, monkeypatch):
+    """An instruct model's RL step: chat prompts, the sandbox runs extract_function's code, the model
+    learns from everything it wrote (prose included), and only the LoRA parameters move."""
+    from course_lib import evaluation
+
+    seen: dict = {}
+
+    def fake_generate(model, tokenizer, prompts, *, n_samples=1, **kwargs):
+        seen["prompts"] = list(prompts)
+        out = []
+        for i, _ in enumerate(prompts):
+            for j in range(n_samples):
+                text = (f"Sure:\n```python\ndef {pool[i].entry_point}(*args):\n    return {j}\n```\n"
+                        f"print({pool[i].entry_point}(1))\nThat is all.")
+                out.append(evaluation.Generation(i, text, evaluation.extract_completion(text, ()), 20 + j, "eos"))
+        return out
+
+    def fake_run(ts, codes, timeout=2.0):
+        seen["codes"] = list(codes)
+        return [i % 2 == 0 for i in range(len(codes))]
+
+    monkeypatch.setattr(evaluation, "generate", fake_generate)
+    monkeypatch.setattr(evaluation, "run_completions", fake_run)
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    pool = [t for t in tasks if t.split == "train"][:2]
+    lora, frozen = lora_and_frozen(model)
+    history = llm_rl.train_rl(model, tokenizer, pool, method="grpo", style="chat", steps=1, prompts_per_step=2,
+                              group_size=2, progress=False)
+    assert all(p.startswith("<|user|>Complete this Python function") and p.endswith("<|assistant|>")
+               for p in seen["prompts"])
+    assert len(seen["codes"]) == 4 and all(c.startswith("def ") and "print(" not in c and "Sure" not in c
+                                           for c in seen["codes"])
+    assert history[0]["nonzero_advantages"] == 4
+    after_lora, after_frozen = lora_and_frozen(model)
+    assert any(not torch.equal(lora[n], after_lora[n]) for n in lora)
+    assert all(torch.equal(frozen[n], after_frozen[n]) for n in frozen)
+    with pytest.raises(ValueError, match="teacher-grpo's teachers answer"):
+        llm_rl.RLConfig(method="teacher-grpo", style="chat").check()
+
+
+def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tasks, monkeypatch):
+    """Sampled pass rates in the chat style: the template's prompt, extract_function's code in the sandbox."""
+    from course_lib import evaluation
+
+    task = next(t for t in tasks if t.split == "train")
+    right = f"```python\n{task.prompt}{task.solution}```\nThis function works."
+    wrong = f"```python\n{task.prompt}    return None\n```"
+    monkeypatch.setattr(evaluation, "generate", lambda m, tok, prompts, *, n_samples=1, temperature=0.0, **kw: [
+        evaluation.Generation(0, right if (j % 2 == 0 or temperature == 0) else wrong, "", 10, "eos")
+        for j in range(n_samples if temperature > 0 else 1)])
+    _, tokenizer = llm.load_model(str(small_dir), "cpu")
+    tokenizer.chat_template = CHAT_TEMPLATE
+    result = evaluation.evaluate(None, tokenizer, [task], n_samples=10, style="chat", ks=(1,))
+    assert result["train_greedy_pass@1"] == 1.0 and result["train_pass_rate"] == 0.5
+    assert result["per_task"][0]["greedy_completion"].startswith("def ") and "works" not in \
+        result["per_task"][0]["greedy_completion"]
+
+
 def test_rl_refuses_test_tasks_and_bad_settings(small_dir, tasks):
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
     with pytest.raises(ValueError, match="held-out test task"):

