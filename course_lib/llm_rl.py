@@ -437,7 +437,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
     the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
     """
-    from course_lib.evaluation import format_prompt
+    from course_lib.evaluation import format_prompt, prompt_for
     from course_lib.progress import tqdm
 
     config = (config or RLConfig())
@@ -450,6 +450,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     pool = [t for t in tasks if t.split in config.splits]
     if not pool:
         raise ValueError(f"no task of the splits {config.splits} among the {len(tasks)} given")
+    prompt_for(pool[0], config.style, tokenizer)  # a chat style without a chat template fails here, not mid-run
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:
         raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or load_policy)")

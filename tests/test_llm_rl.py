@@ -316,6 +316,8 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
     (["--method", "reinforce", "--rollout-splits", "train", "test"], "never trained on"),
     (["--method", "reinforce", "--no-prompt-mask"], "SFT option"),
     (["--method", "ppo", "--init-adapter", "/nonexistent"], "holds no adapter"),
+    (["--method", "teacher-grpo", "--style", "chat"], "teacher-grpo's teachers answer"),
+    (["--method", "grpo", "--style", "chat", "--init-adapter", "none"], "the chat style needs the tokenizer"),
 ])
 def test_command_line_rejects_bad_options(small_dir, tmp_path, capsys, options, message):
     code = cli(["llm", *options, "--model-name", str(small_dir), "--out", str(tmp_path / "x"), "--no-progress"])
