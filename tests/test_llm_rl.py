@@ -204,7 +204,7 @@ def test_rl_refuses_test_tasks_and_bad_settings(small_dir, tasks):
     pool = [t for t in tasks if t.split == "train"]
     for bad, message in ((dict(method="dpo"), "unknown RL method"), (dict(method="grpo", group_size=1), "group_size"),
                          (dict(temperature=0.0), "must sample"), (dict(splits=("test",)), "never trained on"),
-                         (dict(style="chat"), "prompt style")):
+                         (dict(style="poem"), "prompt style"), (dict(style="chat"), "chat style needs the tokenizer")):
         with pytest.raises(ValueError, match=message):
             llm_rl.train_rl(model, tokenizer, pool, steps=1, **bad)
     with pytest.raises(FileNotFoundError, match="no adapter"):
