@@ -37,12 +37,10 @@ SEEDS = (0, 1, 2, 3, 4, 5)
 RL = dict(method="grpo", style="chat", steps=6, prompts_per_step=4, group_size=4, lr=1e-3, temperature=0.8,
           max_new_tokens=128, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05)
 # greedy pass@1 on every split (the start's is exact: greedy has no sampling noise), and the pass rate from
-# N_SAMPLES samples on the test split (never trained on)
+# SAMPLED["n_samples"] samples per task on the test split (never trained on)
 GREEDY = dict(n_samples=0, greedy=True, max_new_tokens=128, style="chat", batch_size=32)
 SAMPLED = dict(n_samples=8, greedy=False, temperature=0.8, max_new_tokens=128, style="chat", batch_size=32)
 LORA = dict(rank=8, alpha=16.0)
-SUMMARY_KEYS = ("train_pass_rate", "val_pass_rate", "test_pass_rate", "train_greedy_pass@1", "val_greedy_pass@1",
-                "test_greedy_pass@1", "avg_gen_len", "greedy_avg_gen_len")
 
 
 def summarise(greedy: dict, sampled: dict) -> dict:
@@ -90,12 +88,14 @@ def main() -> None:
     elapsed = old.get("wall_seconds", 0.0) if same else 0.0
     if same:
         print(f"extending {OUTPUT.relative_to(REPO_ROOT)}: it has seeds {sorted(done)}")
+    parameters = old.get("parameters") if same else None
     start_all = time.perf_counter()
     for seed in SEEDS:
         if seed in done:
             continue
         start = time.perf_counter()
         model, tokenizer = llm_rl.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
+        parameters = sum(p.numel() for name, p in model.named_parameters() if "lora_" not in name)
         if not any(r["model"] == "start" for r in runs):
             row = {"model": "start", "seed": seed, **measure(model, tokenizer, tasks, seed),
                    "seconds": round(time.perf_counter() - start, 1)}
@@ -117,7 +117,7 @@ def main() -> None:
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
         seeds = sorted(r["seed"] for r in runs if r["model"] == "grpo")
-        report = {"script": "benchmarks/smollm2_rl.py", "parameters": 134_515_008, **settings, "seeds": seeds,
+        report = {"script": "benchmarks/smollm2_rl.py", "parameters": parameters, **settings, "seeds": seeds,
                   "runs": runs, "wall_seconds": round(elapsed + time.perf_counter() - start_all, 1),
                   "torch_threads": torch.get_num_threads(),
                   "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",

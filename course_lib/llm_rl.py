@@ -512,6 +512,8 @@ def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = Non
 # command line: python -m course_lib llm --method {reinforce,ppo,grpo,teacher-grpo} ... (options added to llm's)
 
 def add_arguments(group) -> None:
+    from course_lib.evaluation import CHAT, STYLES
+
     d = RLConfig()
     group.add_argument("--init-adapter", default="auto",
                        help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
@@ -537,7 +539,7 @@ def add_arguments(group) -> None:
                        help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
                             "solutions (OfflineTeacher)")
     group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
-    group.add_argument("--style", choices=("completion", "instruct", "chat"), default=d.style,
+    group.add_argument("--style", choices=STYLES + (CHAT,), default=d.style,
                        help="prompt format: the task's prompt, the teacher-guided GRPO README's <think> + ```python "
                             "instruction, or the model's chat template (an instruct model such as "
                             "smollm2-135m-instruct) [completion]")
