@@ -67,7 +67,23 @@ def measure(model, tokenizer, tasks, seed: int) -> dict:
     return summarise(greedy, sampled)
 
 
-def main() -> None:
+def measure_humaneval(model, tokenizer, seed: int) -> dict:
+    """Greedy pass@1 on HumanEval's 33 test problems (never trained on), with the same settings."""
+    from course_lib.evaluation import evaluate
+    from course_lib.tasks import load_humaneval
+
+    result = evaluate(model, tokenizer, load_humaneval("test"), seed=seed, **GREEDY)
+    return {"humaneval_test_greedy_pass@1": result["test_greedy_pass@1"],
+            "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in result["per_task"]),
+            "humaneval_test_tasks": len(result["per_task"])}
+
+
+def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
+         humaneval: bool = False) -> None:
+    """Run `method` (RL's other settings unchanged) for each seed missing from `output`.
+    start_from: a record with the same model and evaluation settings whose start row is reused
+    (the start's evaluation depends on neither the method nor the seed's training).
+    humaneval: also greedy pass@1 on HumanEval's 33 test problems, for the start and every seed."""
     import torch
     import transformers
 
@@ -80,17 +96,25 @@ def main() -> None:
     transformers.utils.logging.disable_progress_bar()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks = load_tasks()
-    settings = {"model": MODEL, "rl": RL, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
-    old = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {}
+    rl = {**RL, "method": method}
+    settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
+    if humaneval:
+        settings["humaneval"] = "greedy pass@1 on HumanEval's 33 test problems (course_lib.tasks.load_humaneval('test'))"
+    old = json.loads(output.read_text()) if output.exists() else {}
     same = old and all(old.get(k) == v for k, v in settings.items())
     runs = old["runs"] if same else []
-    done = {r["seed"] for r in runs if r["model"] == "grpo"}
+    if not runs and start_from is not None and start_from.exists():
+        source = json.loads(start_from.read_text())
+        if all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
+            runs = [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
+            print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
+    done = {r["seed"] for r in runs if r["model"] == method}
     elapsed = old.get("wall_seconds", 0.0) if same else 0.0
     if same:
-        print(f"extending {OUTPUT.relative_to(REPO_ROOT)}: it has seeds {sorted(done)}")
+        print(f"extending {output.relative_to(REPO_ROOT)}: it has seeds {sorted(done)}")
     parameters = old.get("parameters") if same else None
     start_all = time.perf_counter()
-    for seed in SEEDS:
+    for seed in seeds:
         if seed in done:
             continue
         start = time.perf_counter()
@@ -103,27 +127,34 @@ def main() -> None:
             print(f"start: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
                   f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
                   f"({row['seconds']:.0f} s)", flush=True)
+        start_row = next(r for r in runs if r["model"] == "start")
+        if humaneval and "humaneval_test_greedy_pass@1" not in start_row:
+            start_row.update(measure_humaneval(model, tokenizer, seed))
+            print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
         start = time.perf_counter()
         history = llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split != "test"],
-                                  llm_rl.RLConfig(**RL, seed=seed), progress=False)
+                                  llm_rl.RLConfig(**rl, seed=seed), progress=False)
         train_seconds = time.perf_counter() - start
-        row = {"model": "grpo", "seed": seed, **measure(model, tokenizer, tasks, seed),
+        row = {"model": method, "seed": seed, **measure(model, tokenizer, tasks, seed),
+               **(measure_humaneval(model, tokenizer, seed) if humaneval else {}),
                "curve": [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass",
-                                            "kl_ref", "clip_frac", "seconds")} for r in history],
+                                            "kl_ref", "clip_frac", "seconds", "teacher_sft_loss", "self_sft_loss")
+                         if k in r} for r in history],
                "train_seconds": round(train_seconds, 1), "seconds": round(time.perf_counter() - start, 1)}
         runs.append(row)
-        print(f" grpo seed {seed}: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
+        print(f" {method} seed {seed}: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        seeds = sorted(r["seed"] for r in runs if r["model"] == "grpo")
-        report = {"script": "benchmarks/smollm2_rl.py", "parameters": parameters, **settings, "seeds": seeds,
+        done_seeds = sorted(r["seed"] for r in runs if r["model"] == method)
+        report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
+                  "seeds": done_seeds,
                   "runs": runs, "wall_seconds": round(elapsed + time.perf_counter() - start_all, 1),
                   "torch_threads": torch.get_num_threads(),
                   "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
                   "python": platform.python_version()}
-        write_json(OUTPUT, report)
-        print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} (seeds {seeds}; {report['wall_seconds']:.0f} s of runs in all)",
+        write_json(output, report)
+        print(f"wrote {output.relative_to(REPO_ROOT)} (seeds {done_seeds}; {report['wall_seconds']:.0f} s of runs in all)",
               flush=True)
 
 

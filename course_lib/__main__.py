@@ -58,8 +58,8 @@ def main(argv: list[str] | None = None) -> int:
                     "train with unit-test rewards (--method reinforce/ppo/grpo/teacher-grpo), write "
                     "DIR/metrics.jsonl, DIR/adapter/ and DIR/eval.json (pass rates from --n-samples per task).")
     if words and words[0] == "llm":  # needs torch and transformers: imported only for it
-        from course_lib import llm as llm_module
-        llm_module.add_arguments(llm)
+        from course_lib import llm_cli
+        llm_cli.add_arguments(llm)
 
     args = parser.parse_args(argv)
     if args.command is None:

@@ -27,11 +27,18 @@ generated tokens per completion, up to <eos> or the stop (what a length penalty 
 from __future__ import annotations
 
 import ast
+import os
 import re
 from dataclasses import dataclass
 from typing import Sequence
 
 import torch
+
+from course_lib import llm
+from course_lib.llm import encode_prompt
+from course_lib.progress import tqdm
+from course_lib.sandbox import run_tests_batch
+from course_lib.tasks import load_humaneval, load_tasks
 
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
 STYLES = ("completion", "instruct")
@@ -248,10 +255,8 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
     no top-p), from torch's generator seeded with seed: the same call gives the same text.
     Rows are left-padded, so every row's next token sits at the same position.
     """
-    from course_lib.progress import tqdm
     from transformers import GenerationConfig
 
-    from course_lib.llm import encode_prompt
 
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
@@ -315,8 +320,6 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) -> list[bool]:
     """Whether task.program(completion) passes all of the task's tests, in the sandbox."""
-    from course_lib.sandbox import run_tests_batch
-
     reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
     return [bool(r.all_passed) for r in reports]
 
@@ -458,3 +461,30 @@ def seed_verdict(differences: Sequence[float]) -> str:
     if mean < -half_width and mean < 0:
         return "a loss"
     return "within noise"
+
+
+# -----------------------------------------------------------------------------
+# a model by name: `python -m course_lib eval --model NAME`
+
+def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | None = None,
+                   max_new_tokens: int = 256, humaneval: bool = False, device: str | None = None,
+                   batch_size: int = 32, progress: bool = False) -> dict:
+    """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split.
+
+    tasks: Tasks (default: the course's train, val and test); adapter: a LoRA folder written by
+    `llm` to put on the model first; style: "chat" for a model with a chat template, else
+    "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
+    (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
+    """
+    model, tokenizer = llm.load_model(model_name, device, pretrain_if_missing=False)
+    parameters = sum(p.numel() for p in model.parameters())
+    if adapter is not None:
+        model = llm.load_adapter(model, adapter)
+    style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
+    common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
+    result = greedy_pass_rates(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
+    if humaneval:
+        result["humaneval"] = greedy_pass_rates(model, tokenizer, load_humaneval(), **common)
+    result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
+                  device=str(model.device), machine=f"{model.device.type}, {os.cpu_count()} CPU cores")
+    return result

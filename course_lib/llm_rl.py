@@ -40,7 +40,13 @@ from typing import Protocol, Sequence
 
 import torch
 
+from course_lib import llm
+from course_lib.evaluation import (CHAT, STYLES, answer_code, extract_completion, format_prompt, format_response,
+                                   generate, prompt_for, run_completions, stop_sequences_for)
+from course_lib.llm import _to, sft_batch
+from course_lib.ppo import ppo_loss
 from course_lib.pretrain import IGNORE_INDEX, Example, held_out_solutions
+from course_lib.progress import tqdm
 
 METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
 ROLLOUT_SPLITS = ("train", "val")
@@ -72,15 +78,10 @@ class RLConfig:
     seed: int = 0
 
     def check(self) -> "RLConfig":
-        from course_lib.evaluation import CHAT, STYLES
-
         if self.method not in METHODS:
             raise ValueError(f"unknown RL method {self.method!r}; choose one of {METHODS}")
         if self.style not in STYLES + (CHAT,):
             raise ValueError(f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
-        if self.style == CHAT and self.method == "teacher-grpo":
-            raise ValueError("teacher-grpo's teachers answer 'completion' or 'instruct' prompts; use one of those "
-                             "styles, or another method with the chat style")
         for name in ("steps", "prompts_per_step", "group_size", "epochs", "max_new_tokens"):
             if getattr(self, name) < 1:
                 raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
@@ -109,8 +110,6 @@ def load_policy(model_name: str = "tiny", device: str | None = None, *, init_ada
     init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
     SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
     """
-    from course_lib import llm
-
     model, tokenizer = llm.load_model(model_name, device)
     if init_adapter is not None:
         if not (Path(init_adapter) / "adapter_config.json").exists():
@@ -184,8 +183,6 @@ def policy_loss(method: str, new_logprobs, old_logprobs, mask, advantage, *, cli
                 ref_logprobs=None, kl_coef: float = 0.0):
     """The RL part of the loss and its diagnostics: REINFORCE, or `ppo.ppo_loss` with a
     sequence's advantage on each of its tokens (and, for GRPO, the KL term towards ref_logprobs)."""
-    from course_lib.ppo import ppo_loss
-
     if method == "reinforce":
         loss = reinforce_loss(new_logprobs, mask, advantage)
         return loss, {"policy_loss": loss.item(), "loss": loss.item()}
@@ -200,7 +197,7 @@ def policy_loss(method: str, new_logprobs, old_logprobs, mask, advantage, *, cli
 
 class Teacher(Protocol):
     """Anything that answers tasks: solutions(tasks)[i] is the text to write after
-    format_prompt(tasks[i], style), or None when it has no answer."""
+    prompt_for(tasks[i], style), or None when it has no answer."""
 
     style: str
 
@@ -209,13 +206,11 @@ class Teacher(Protocol):
 
 def teacher_response(task, style: str, thinking: str = "") -> str:
     """A reference solution written as the student must write it: the body alone after a
-    completion prompt, or (`evaluation.format_response`) <think>...</think> then the whole
-    function in a ```python block."""
-    from course_lib.evaluation import format_response
-
+    completion prompt; the whole function in a ```python block (`evaluation.format_response`),
+    after <think>...</think> for the instruct style, alone for the chat style."""
     if style == "completion":
         return task.solution
-    return format_response(task.prompt + task.solution, thinking)
+    return format_response(task.prompt + task.solution, None if style == CHAT else thinking)
 
 
 class OfflineTeacher:
@@ -241,8 +236,9 @@ class HTTPTeacher:
     def __init__(self, url: str, model: str, *, style: str = "completion", temperature: float = 0.7,
                  top_p: float = 0.8, max_tokens: int = 512, timeout: float = 60.0, api_key: str | None = None,
                  extra: dict | None = None):
-        from course_lib.evaluation import STYLES
-
+        if style == CHAT:
+            raise ValueError("an HTTP teacher answers 'completion' or 'instruct' prompts; for the chat style use "
+                             "the offline teacher (drop --teacher-url)")
         if style not in STYLES:
             raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
         url = url.rstrip("/")
@@ -255,8 +251,6 @@ class HTTPTeacher:
         self.timeout, self.api_key, self.extra = timeout, api_key, dict(extra or {})
 
     def request_body(self, task) -> dict:
-        from course_lib.evaluation import format_prompt, stop_sequences_for
-
         body = {"model": self.model, "temperature": self.temperature, "top_p": self.top_p,
                 "max_tokens": self.max_tokens, "n": 1}
         prompt = format_prompt(task, self.style)
@@ -294,8 +288,6 @@ class HTTPTeacher:
         return choice["message"]["content"] if self.chat else choice["text"]
 
     def solutions(self, tasks) -> list[str | None]:
-        from course_lib.evaluation import extract_completion, stop_sequences_for
-
         out: list[str | None] = []
         for task in tasks:
             text = self.ask(task)
@@ -305,24 +297,23 @@ class HTTPTeacher:
         return out
 
 
-def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: float = 2.0) -> list[Example]:
+def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: float = 2.0,
+                     tokenizer=None) -> list[Example]:
     """The teacher's answers for the TRAIN tasks among tasks, as SFT examples (prompt -> answer).
 
-    Only train tasks are asked. With verify, an answer is kept only if it passes the task's
-    tests in the sandbox (the teacher-guided GRPO README kept only valid code). Raises if an answer holds a
-    val/test reference solution.
+    Only train tasks are asked. With verify, an answer is kept only if the code the sandbox would
+    run for it (`evaluation.answer_code`, as for the student's samples) passes the task's tests
+    (the teacher-guided GRPO README kept only valid code). Raises if an answer holds a val/test
+    reference solution. tokenizer: the student's, needed for the chat style (its chat template).
     """
-    from course_lib.evaluation import extract_completion, format_prompt, run_completions, stop_sequences_for
-
     train = [t for t in tasks if t.split == "train"]
     answers = teacher.solutions(train) if train else []
     pairs = [(t, a) for t, a in zip(train, answers) if a]
     if verify and pairs:
-        stops = stop_sequences_for(teacher.style)
-        passed = run_completions([t for t, _ in pairs], [extract_completion(a, stops) for _, a in pairs],
+        passed = run_completions([t for t, _ in pairs], [answer_code(t, a, teacher.style) for t, a in pairs],
                                  timeout=timeout)
         pairs = [pair for pair, ok in zip(pairs, passed) if ok]
-    examples = [Example(format_prompt(t, teacher.style), a, f"teacher:{t.id}") for t, a in pairs]
+    examples = [Example(prompt_for(t, teacher.style, tokenizer), a, f"teacher:{t.id}") for t, a in pairs]
     held_out = held_out_solutions(tasks)
     leaks = [(e.source, i) for e in examples for i, s in held_out.items() if s.strip() and s in e.target]
     if leaks:
@@ -346,8 +337,6 @@ class Rollout:
 
 def rollout(model, tokenizer, tasks, config: RLConfig, seed: int) -> Rollout:
     """1. sample group_size completions per task; 2. run them in the sandbox and score them."""
-    from course_lib.evaluation import answer_code, generate, prompt_for, run_completions, stop_sequences_for
-
     prompts = [prompt_for(t, config.style, tokenizer) for t in tasks]
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
                     max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
@@ -362,8 +351,6 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int) -> Rollout:
 
 
 def _sft_loss(model, tokenizer, examples: Sequence[Example]) -> torch.Tensor:
-    from course_lib.llm import _to, sft_batch
-
     return model(**_to(sft_batch(tokenizer, examples), model.device)).loss
 
 
@@ -381,8 +368,6 @@ def best_own_samples(batch: Rollout, group_size: int) -> list[Example]:
 def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params,
            teacher_data: Sequence[Example] = (), accelerator=None) -> dict:
     """3. advantages; 4. epochs of the method's loss on one rollout batch. Returns the last epoch's stats."""
-    from course_lib.llm import _to, sft_batch
-
     method = config.method
     tensors = _to(sft_batch(tokenizer, [Example(p, t, "") for p, t in zip(batch.prompts, batch.targets)]),
                   model.device)
@@ -437,9 +422,6 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
     the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
     """
-    from course_lib.evaluation import format_prompt, prompt_for
-    from course_lib.progress import tqdm
-
     config = (config or RLConfig())
     config = RLConfig(**{**asdict(config), **overrides}).check()
     tasks = list(tasks)
@@ -463,7 +445,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
         teacher = teacher or OfflineTeacher(config.style)
         if teacher.style != config.style:
             raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
-        for e in teacher_examples(teacher, pool, timeout=config.timeout):
+        for e in teacher_examples(teacher, pool, timeout=config.timeout, tokenizer=tokenizer):
             teacher_by_prompt.setdefault(e.prompt, []).append(e)
 
     torch.manual_seed(config.seed)
@@ -483,7 +465,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
             if task not in chosen:
                 chosen.append(task)
         batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step)
-        teacher_data = ([e for t in chosen for e in teacher_by_prompt.get(format_prompt(t, config.style), [])]
+        teacher_data = ([e for t in chosen for e in teacher_by_prompt.get(prompt_for(t, config.style, tokenizer), [])]
                         if teacher_by_prompt else [])
         model.train()
         stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator)
@@ -506,99 +488,3 @@ def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = Non
                        **kwargs) -> list[dict]:
     """The teacher-guided GRPO README's teacher-guided GRPO: `train_rl` with method="teacher-grpo" (kwargs as for train_rl)."""
     return train_rl(model, tokenizer, tasks, config, teacher=teacher, method="teacher-grpo", **kwargs)
-
-
-# -----------------------------------------------------------------------------
-# command line: python -m course_lib llm --method {reinforce,ppo,grpo,teacher-grpo} ... (options added to llm's)
-
-def add_arguments(group) -> None:
-    from course_lib.evaluation import CHAT, STYLES
-
-    d = RLConfig()
-    group.add_argument("--init-adapter", default="auto",
-                       help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
-                            "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
-    group.add_argument("--group-size", type=int, default=None,
-                       help="samples per prompt [reinforce/ppo 1 (the DeepSeek-Coder LoRA-RL report), grpo/teacher-grpo 4]")
-    group.add_argument("--rollout-temperature", type=float, default=d.temperature,
-                       help=f"sampling temperature of the rollouts [{d.temperature}]")
-    group.add_argument("--length-alpha", type=float, default=d.length_alpha,
-                       help=f"the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
-    group.add_argument("--clip-eps", type=float, default=d.clip_eps, help=f"PPO clip range [{d.clip_eps}]")
-    group.add_argument("--min-std", type=float, default=d.min_std,
-                       help=f"floor of the std that normalises advantages (ppo, grpo) [{d.min_std}]")
-    group.add_argument("--epochs", type=int, default=d.epochs,
-                       help=f"passes over each rollout batch (ppo, grpo, teacher-grpo) [{d.epochs}]")
-    group.add_argument("--kl-coef", type=float, default=d.kl_coef,
-                       help=f"KL penalty towards the starting policy (grpo, teacher-grpo) [{d.kl_coef}]")
-    group.add_argument("--teacher-sft-weight", type=float, default=d.teacher_sft_weight,
-                       help=f"weight of SFT on the teacher's answers (teacher-grpo) [{d.teacher_sft_weight}]")
-    group.add_argument("--self-sft-weight", type=float, default=d.self_sft_weight,
-                       help=f"weight of SFT on the best passing own samples (teacher-grpo) [{d.self_sft_weight}]")
-    group.add_argument("--teacher-url", default=None,
-                       help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
-                            "solutions (OfflineTeacher)")
-    group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
-    group.add_argument("--style", choices=STYLES + (CHAT,), default=d.style,
-                       help="prompt format: the task's prompt, the teacher-guided GRPO README's <think> + ```python "
-                            "instruction, or the model's chat template (an instruct model such as "
-                            "smollm2-135m-instruct) [completion]")
-    group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
-                       help="whose tests give the rewards (train, val; never test) [train val]")
-
-
-def config_from_args(args) -> RLConfig:
-    """RLConfig from the command line, with method-dependent defaults and clear errors."""
-    if args.no_prompt_mask:
-        raise ValueError("--no-prompt-mask is an SFT option; RL always scores only what the model wrote")
-    if args.method != "teacher-grpo" and (args.teacher_url or args.teacher_model):
-        raise ValueError(f"--teacher-url/--teacher-model serve --method teacher-grpo, not {args.method}")
-    if bool(args.teacher_url) != bool(args.teacher_model):
-        raise ValueError("--teacher-url and --teacher-model go together (the server needs the model's name)")
-    group_size = args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)
-    return RLConfig(method=args.method, steps=20 if args.steps is None else args.steps,
-                    prompts_per_step=args.batch_size, group_size=group_size,
-                    lr=1e-3 if args.lr is None else args.lr, temperature=args.rollout_temperature,
-                    max_new_tokens=args.max_new_tokens, length_alpha=args.length_alpha, clip_eps=args.clip_eps,
-                    min_std=args.min_std,
-                    epochs=args.epochs, kl_coef=args.kl_coef, teacher_sft_weight=args.teacher_sft_weight,
-                    self_sft_weight=args.self_sft_weight, style=args.style, splits=tuple(args.rollout_splits),
-                    seed=args.seed).check()
-
-
-def resolve_init_adapter(value: str, model_name: str):
-    from course_lib import llm
-
-    if value == "none":
-        return None
-    if value != "auto":
-        return value
-    if model_name != llm.TINY:
-        return None
-    sft_dir = llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft"
-    if not (sft_dir / "adapter_config.json").exists():
-        raise FileNotFoundError(f"the tiny coder's SFT adapter is not at {sft_dir}; run "
-                                "notebooks/09_transformers_and_lora.ipynb, or pass --init-adapter none")
-    return sft_dir
-
-
-def run_rl(args) -> dict:
-    """Load the policy (SFT adapter merged, fresh LoRA), run the RL method on train+val tests, evaluate."""
-    from course_lib import llm
-    from course_lib.sandbox import run_tests
-    from course_lib.tasks import load_tasks
-
-    config = config_from_args(args)
-    init_adapter = resolve_init_adapter(args.init_adapter, args.model_name)
-    teacher = HTTPTeacher(args.teacher_url, args.teacher_model, style=config.style) if args.teacher_url else None
-    llm.prepare_run(args)
-    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
-    start = time.perf_counter()
-    model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
-                                   alpha=args.alpha, targets=args.targets, seed=args.seed)
-    tasks = load_tasks()
-    history = train_rl(model, tokenizer, [t for t in tasks if t.split != "test"], config, teacher=teacher,
-                       progress=not args.no_progress)
-    return llm.finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
-                          rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,
-                          rl_config=asdict(config))

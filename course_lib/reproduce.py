@@ -41,13 +41,15 @@ TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*
 PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
     "04_gru_pretraining": (("benchmarks/variants_pretraining.py", "notebooks/data/variants_pretraining.json"),),
     "06_ppo_and_gae": (("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
+                       ("benchmarks/lambda_ablation.py", "notebooks/data/lambda_ablation.json"),
                        ("benchmarks/explore_ablation.py", "notebooks/data/explore_ablation.json"),
                        ("benchmarks/ppo_from_copying_start.py", "notebooks/data/ppo_from_copying_start.json")),
     "07_reward_shaping": (("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),),
     "08_teacher_mixing": (("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),),
     "10_lora_rl": (("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),
                    ("benchmarks/smollm2_rl.py", "notebooks/data/smollm2_rl.json")),
-    "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),),
+    "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
+                               ("benchmarks/smollm2_teacher_grpo.py", "notebooks/data/smollm2_teacher_grpo.json")),
 }
 
 # Fixed so that notebook outputs are the same on every run (nbval compares them).

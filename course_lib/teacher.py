@@ -40,6 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from course_lib.env import Episode, fraction_passed
+from course_lib.models import generate
+from course_lib.pretrain import IGNORE_INDEX, Example, drop_leaks, make_batch, task_examples
+from course_lib.rollout import Rollout, distinct_prompts, evaluate_actions, run_gru
+from course_lib.sandbox import run_tests_batch
+
 TEACHER_SOURCES = ("off", "reference", "greedy", "both")
 BC_SCHEDULES = ("constant", "linear", "cosine")
 
@@ -67,10 +73,6 @@ def teacher_pool(source: str, tasks, *, model=None, tokenizer=None, allowed_ids=
     whatever its source, and programs longer than max_new_tokens are skipped (an episode could not hold them).
     Every kept program is scored by the sandbox once, with reward_fn (default: fraction of tests passed).
     """
-    from course_lib.env import fraction_passed
-    from course_lib.pretrain import Example, drop_leaks, task_examples
-    from course_lib.sandbox import run_tests_batch
-
     if source not in TEACHER_SOURCES:
         raise ValueError(f"teacher source {source!r}: choose one of {TEACHER_SOURCES}")
     tasks = list(tasks)
@@ -82,7 +84,6 @@ def teacher_pool(source: str, tasks, *, model=None, tokenizer=None, allowed_ids=
     if source in ("greedy", "both"):
         if model is None or tokenizer is None:
             raise ValueError("teacher source 'greedy' needs the pretrained model and its tokenizer")
-        from course_lib.models import generate
         rolled = [t for t in tasks if t.split in ("train", "val")]  # test tasks: never
         completions = generate(model, tokenizer, [t.prompt for t in rolled], max_new_tokens=max_new_tokens,
                                greedy=True, allowed_ids=allowed_ids)
@@ -121,9 +122,6 @@ def teacher_rollout(model, tokenizer, tasks_by_id, programs: list[TeacherProgram
     temperature as sampling), so the ratio starts at 1 and clipping bounds each update.
     values: the critic's, as for sampled rows. rewards: the program's reward on its last token.
     """
-    from course_lib.env import Episode
-    from course_lib.trainer import Rollout, distinct_prompts, evaluate_actions
-
     tasks = [tasks_by_id[p.task_id] for p in programs]
     ids = [tokenizer.encode(p.completion) + [tokenizer.eos_id] for p in programs]
     allowed_ids = set(allowed.nonzero().flatten().tolist())
@@ -155,8 +153,6 @@ def teacher_rollout(model, tokenizer, tasks_by_id, programs: list[TeacherProgram
 
 def merge_rollouts(a, b, pad_id: int):
     """One Rollout holding a's rows, then b's (prompts re-indexed, time padded to the longer of the two)."""
-    from course_lib.trainer import Rollout
-
     T = max(a.actions.shape[1], b.actions.shape[1])
 
     def cat(x, y, value=0.0):
@@ -205,7 +201,6 @@ class PassingPrograms:
         return completion in kept
 
     def examples(self, tasks_by_id) -> list:
-        from course_lib.pretrain import Example
         return [Example(tasks_by_id[task_id].prompt, c, f"self:{task_id}")
                 for task_id in sorted(self.programs) for c in self.programs[task_id]]
 
@@ -218,9 +213,6 @@ def teacher_losses(model, tokenizer, bc_examples, sil_examples, rng: np.random.G
 
     Returns (bc_loss, sil_loss): the mean loss per target token of each group, None for an empty list.
     """
-    from course_lib.pretrain import IGNORE_INDEX, make_batch
-    from course_lib.trainer import run_gru
-
     groups = [[examples[i] for i in sorted(rng.choice(len(examples), size=min(batch_size, len(examples)),
                                                        replace=False))] if examples else []
               for examples in (bc_examples, sil_examples)]

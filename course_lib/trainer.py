@@ -43,12 +43,13 @@ import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 import torch
 
 from course_lib.ppo import compute_gae, explained_variance, normalize_advantages, ppo_loss, warmup_cosine
+from course_lib.rollout import (Rollout, TaskSampler, collect_rollout, distinct_prompts,  # noqa: F401 (notebooks
+                                evaluate_actions, masked_logits, minibatch, run_gru)     # import them from here)
 from course_lib.teacher import (BC_SCHEDULES, TEACHER_SOURCES, PassingPrograms, bc_weight, draw_teacher,
                                 merge_rollouts, teacher_losses, teacher_pool, teacher_rollout)
 
@@ -113,6 +114,8 @@ class PPOConfig:
     # --- GAE ------------------------------------------------------------------------
     gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
     gae_lambda: float = _opt(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
+    critic: bool = _opt(True, "learn V(s) and build advantages from it by GAE; off: no value loss, V = 0, so "
+                              "every token's advantage is its episode's return (normalised: a batch baseline)")
     bootstrap_truncated: bool = _opt(False, "add gamma * V(next state) after an episode cut by max_new_tokens "
                                             "(off: CodeGenEnv pays the cut program in full at the cut)")
     # --- the PPO loss ----------------------------------------------------------------
@@ -273,200 +276,6 @@ def _coerce(f: dataclasses.Field, value, where: str):
         return typ(value)
     except (TypeError, ValueError):
         raise ConfigError(f"{where}: {f.name} expects {typ.__name__}, got {value!r}") from None
-
-
-# =====================================================================================
-# Which tasks are rolled out: a sampler that leans towards the tasks not yet solved
-# =====================================================================================
-
-class TaskSampler:
-    """Draws the tasks of each update's episodes, leaning towards the tasks that still fail.
-
-    A share `train_share` of each draw comes from train tasks, the rest from val tasks
-    (when both are rolled out). Within a split, weight(task) = max(min_weight,
-    1 - unsolved_weight * recent pass rate), the recent pass rate being an exponential
-    moving average of its rollouts' all-tests-passed. Its state (random generator and
-    pass rates) is saved with the run, so a resumed run draws the same tasks.
-    `drawn` records every task id it ever returned.
-    """
-
-    def __init__(self, tasks, *, seed: int, unsolved_weight: float, min_weight: float,
-                 train_share: float = 0.25, ema: float = 0.7):
-        self.tasks = list(tasks)
-        if any(t.split == "test" for t in self.tasks):
-            raise ValueError("the task sampler refuses test tasks: they are never trained on")
-        self.rng = np.random.default_rng(seed)
-        self.unsolved_weight, self.min_weight, self.ema = unsolved_weight, min_weight, ema
-        self.train_share = train_share
-        self.pass_rate = {t.id: 0.0 for t in self.tasks}
-        self.drawn: list[str] = []
-
-    def weights(self, tasks) -> np.ndarray:
-        w = np.array([1 - self.unsolved_weight * self.pass_rate[t.id] for t in tasks])
-        w = np.maximum(w, self.min_weight)
-        return w / w.sum()
-
-    def draw(self, n_tasks: int, per_task: int = 1):
-        """n_tasks distinct tasks (weighted, without replacement), each repeated per_task times."""
-        groups = [[t for t in self.tasks if t.split == s] for s in ("train", "val")]
-        groups = [g for g in groups if g]
-        if len(groups) == 2:
-            n_train = min(len(groups[0]), round(n_tasks * self.train_share))
-            counts = [n_train, min(len(groups[1]), n_tasks - n_train)]
-        else:
-            counts = [min(len(groups[0]), n_tasks)]
-        picked = []
-        for group, n in zip(groups, counts):
-            idx = self.rng.choice(len(group), size=n, replace=False, p=self.weights(group)) if n else []
-            picked += [group[i] for i in sorted(idx)]
-        tasks = [t for t in picked for _ in range(per_task)]
-        self.drawn += [t.id for t in tasks]
-        return tasks
-
-    def observe(self, episodes) -> None:
-        by_task: dict[str, list[bool]] = {}
-        for e in episodes:
-            by_task.setdefault(e.task_id, []).append(e.all_passed)
-        for task_id, passed in by_task.items():
-            self.pass_rate[task_id] = self.ema * self.pass_rate[task_id] + (1 - self.ema) * float(np.mean(passed))
-
-    def state_dict(self) -> dict:
-        return {"rng": self.rng.bit_generator.state, "pass_rate": dict(self.pass_rate)}
-
-    def load_state_dict(self, state: dict) -> None:
-        self.rng.bit_generator.state = state["rng"]
-        self.pass_rate = dict(state["pass_rate"])
-
-
-# =====================================================================================
-# 1-2. ROLLOUT and REWARD: B episodes in lockstep, one sandbox batch at the end
-# =====================================================================================
-
-@dataclass
-class Rollout:
-    """One update's episodes. Episodes of the same task share one prompt (read once), and the
-    generated ids are padded to [B, T] (T = the longest episode's number of tokens)."""
-    tasks: list
-    episodes: list             # course_lib.env.Episode, one per row, scored by the sandbox
-    prompts: list              # the distinct prompts, as id lists starting with <bos>
-    prompt_index: torch.Tensor  # [B] which prompt each episode continues
-    actions: torch.Tensor      # [B, T] generated ids (padding: <pad>)
-    logprobs: torch.Tensor     # [B, T] log pi_old(action) under the tempered, masked rollout policy
-    values: torch.Tensor       # [B, T] the critic's V(s_t) at rollout time
-    mask: torch.Tensor         # [B, T] 1 on real steps, 0 on padding
-    rewards: torch.Tensor      # [B, T] 0 everywhere except each episode's last step
-    bootstrap: torch.Tensor    # [B] V(state after the last step) for truncated episodes, else 0
-
-
-def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
-    """The rollout policy's logits: ids outside the action mask get -inf, then divided by T."""
-    return logits.masked_fill(~allowed, float("-inf")) / temperature
-
-
-def distinct_prompts(tasks, tokenizer):
-    """The distinct prompts of tasks (as <bos> + ids) and, for each task, the index of its prompt."""
-    order = list(dict.fromkeys(t.prompt for t in tasks))
-    where = {p: i for i, p in enumerate(order)}
-    return ([tokenizer.encode(p, add_bos=True) for p in order],
-            torch.tensor([where[t.prompt] for t in tasks], dtype=torch.long))
-
-
-@torch.no_grad()
-def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperature: float,
-                    max_new_tokens: int, generator: torch.Generator, reward_fn=None,
-                    timeout: float = 2.0, bootstrap_truncated: bool = False) -> Rollout:
-    """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call.
-
-    Only the episodes still running are fed to the network at each step (finished rows
-    drop out of the batch), so a few long episodes do not make every row pay for them.
-    """
-    from course_lib.env import BatchedCodeGen, fraction_passed
-
-    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
-                         alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
-    model.eval()
-    B = len(tasks)
-    obs = env.reset(tasks)
-    prompts, prompt_index = distinct_prompts(tasks, tokenizer)
-    logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
-    logits, values, hidden = logits[prompt_index], values[prompt_index], hidden[:, prompt_index].contiguous()
-    actions = torch.full((B, max_new_tokens), tokenizer.pad_id, dtype=torch.long)
-    logprobs, step_values = torch.zeros(B, max_new_tokens), torch.zeros(B, max_new_tokens)
-    mask = torch.zeros(B, max_new_tokens)
-    rows = torch.arange(B)              # the episodes still running, in the order of `logits`
-    for t in range(max_new_tokens):
-        dist_logits = masked_logits(logits, allowed, temperature)
-        action = torch.multinomial(torch.softmax(dist_logits, -1), 1, generator=generator).squeeze(-1)
-        logprobs[rows, t] = torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1)
-        actions[rows, t], step_values[rows, t], mask[rows, t] = action, values, 1.0
-        all_actions = np.full(B, tokenizer.eos_id)
-        all_actions[rows.numpy()] = action.numpy()
-        obs = env.step(all_actions)          # rows already done ignore their action
-        if obs.done.all():
-            break
-        logits, values, hidden = model.step(action, hidden)
-        keep = torch.as_tensor(~obs.done[rows.numpy()])
-        rows, logits, values, hidden = rows[keep], logits[keep], values[keep], hidden[:, keep].contiguous()
-    episodes = env.results()  # the sandbox runs every program here, in one batch
-
-    T = int(mask.sum(1).max())
-    lengths = mask.sum(1).long()
-    rewards = torch.zeros(B, T)
-    rewards[torch.arange(B), lengths - 1] = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
-    bootstrap = torch.zeros(B)
-    truncated = torch.tensor([e.truncated for e in episodes])
-    if bootstrap_truncated and truncated.any():
-        # V(state after the cut): the truncated rows are exactly those still in `rows`; one more critic step.
-        _, next_values, _ = model.step(actions[rows, -1], hidden)
-        bootstrap[rows] = next_values
-    return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
-                   actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],
-                   mask=mask[:, :T], rewards=rewards, bootstrap=bootstrap)
-
-
-def run_gru(model, tokens: torch.Tensor, lengths: torch.Tensor, hidden: torch.Tensor | None = None):
-    """model(tokens, hidden) -> logits, values, computing each row only for its own length.
-
-    Packing skips the padding at the end of short rows: the cost is the real tokens,
-    not rows x longest row. Outputs past a row's length are zeros (to be masked).
-    """
-    from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
-
-    packed = pack_padded_sequence(model.embed(tokens), lengths.clamp(min=1).cpu(), batch_first=True,
-                                  enforce_sorted=False)
-    out, _ = model.gru(packed, hidden)
-    out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
-    return model.policy_head(out), model.value_head(out).squeeze(-1)
-
-
-def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, temperature):
-    """Re-read the episodes with the current weights: log pi(a_t), entropy H_t and V(s_t), each [B, T].
-
-    Each distinct prompt is read once (`prefill`); its final state starts the GRU over
-    that prompt's episodes. The state before generated token t is the prompt's for
-    t = 0 and the output after token t - 1 otherwise. Gradients flow through both.
-    """
-    first_logits, first_values, hidden = model.prefill(prompts)
-    logits, values = first_logits[prompt_index, None], first_values[prompt_index, None]
-    if actions.shape[1] > 1:
-        lengths = mask.sum(1).long() - 1   # tokens fed back in: all but the last
-        rest_logits, rest_values = run_gru(model, actions[:, :-1], lengths, hidden[:, prompt_index].contiguous())
-        logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
-    real = mask.bool()
-    actions = torch.where(real, actions, allowed.nonzero()[0])  # padding: any allowed id, so no -inf is picked
-    log_p = torch.log_softmax(masked_logits(logits, allowed, temperature), -1)
-    new_logprobs = log_p.gather(-1, actions[..., None]).squeeze(-1)
-    entropy = -(log_p.exp() * log_p.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
-    zero = torch.zeros(())
-    return torch.where(real, new_logprobs, zero), torch.where(real, entropy, zero), torch.where(real, values, zero)
-
-
-def minibatch(ro: Rollout, rows: torch.Tensor):
-    """The rows' distinct prompts, their prompt index into those, and the slice of length T they need."""
-    used = sorted(set(ro.prompt_index[rows].tolist()))
-    remap = {old: new for new, old in enumerate(used)}
-    T = int(ro.mask[rows].sum(1).max())
-    return ([ro.prompts[i] for i in used], torch.tensor([remap[i] for i in ro.prompt_index[rows].tolist()]), T)
 
 
 # The teacher terms (behaviour cloning, self-imitation, teacher episodes) live in course_lib.teacher.
@@ -643,6 +452,8 @@ class PPOTrainer:
         explore_s = time.perf_counter() - t_explore
 
         # 3. GAE: advantages and returns; then normalise the advantages
+        if not c.critic:  # no critic: V = 0 everywhere, so GAE returns each token's return as its advantage
+            ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
         advantages, returns = compute_gae(ro.rewards, ro.values, ro.mask, gamma=c.gamma, lam=c.gae_lambda,
                                           bootstrap_values=ro.bootstrap)
         stats["explained_variance"] = explained_variance(ro.values, returns, ro.mask)  # the critic, before learning
@@ -672,7 +483,8 @@ class PPOTrainer:
                             self.reference, prompts, prompt_index, ro.actions[rows, :T], mb_mask,
                             allowed=self.allowed, temperature=c.temperature)
                 loss, mb = ppo_loss(new_logprobs, ro.logprobs[rows, :T], advantages[rows, :T], mb_mask,
-                                    clip_eps=c.clip_eps, new_values=new_values, old_values=ro.values[rows, :T],
+                                    clip_eps=c.clip_eps, new_values=new_values if c.critic else None,
+                                    old_values=ro.values[rows, :T],
                                     returns=returns[rows, :T], value_clip_eps=c.value_clip_eps, entropy=entropy,
                                     vf_coef=c.vf_coef, ent_coef=c.ent_coef, ref_logprobs=ref_logprobs,
                                     kl_coef=c.kl_coef)
@@ -1064,13 +876,13 @@ def main_eval(args) -> int:
         return 2
     try:
         if args.model:
-            from course_lib import llm
+            from course_lib.evaluation import evaluate_model  # the transformer side: imported only for --model
             from course_lib.tasks import load_tasks
 
             tasks = load_tasks(tasks_dir=args.tasks, fields=args.task_fields) if args.tasks else None
-            result = llm.evaluate_model(args.model, adapter=args.adapter, tasks=tasks, style=args.style,
-                                        max_new_tokens=args.max_new_tokens or 256, humaneval=args.humaneval,
-                                        device=args.device)
+            result = evaluate_model(args.model, adapter=args.adapter, tasks=tasks, style=args.style,
+                                    max_new_tokens=args.max_new_tokens or 256, humaneval=args.humaneval,
+                                    device=args.device)
         else:
             result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
     except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError,

@@ -106,6 +106,7 @@ def test_every_widget_has_a_static_stand_in():
 
 # ---- the browser ----------------------------------------------------------------------
 
+@pytest.mark.slow
 @needs_browser
 def test_every_page_opens_without_errors(reports):
     problems = {page: r.problems for page, r in reports.items() if r.problems}

@@ -19,7 +19,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import llm, llm_rl  # noqa: E402
+from course_lib import evaluation, llm, llm_rl  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
 
@@ -117,8 +117,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
 def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_adapter, tasks, method, monkeypatch):
     # an untrained model's samples all fail at the same length: equal rewards, zero advantages, no update.
     # Here every other sample "passes", so each method has something to learn from.
-    from course_lib import evaluation
-    monkeypatch.setattr(evaluation, "run_completions", lambda ts, cs, timeout=2.0: [i % 2 == 0 for i in range(len(cs))])
+    monkeypatch.setattr(llm_rl, "run_completions", lambda ts, cs, timeout=2.0: [i % 2 == 0 for i in range(len(cs))])
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
     lora, frozen = lora_and_frozen(model)
     pool = [t for t in tasks if t.split != "test"]
@@ -159,8 +158,8 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
         seen["codes"] = list(codes)
         return [i % 2 == 0 for i in range(len(codes))]
 
-    monkeypatch.setattr(evaluation, "generate", fake_generate)
-    monkeypatch.setattr(evaluation, "run_completions", fake_run)
+    monkeypatch.setattr(llm_rl, "generate", fake_generate)
+    monkeypatch.setattr(llm_rl, "run_completions", fake_run)
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
     tokenizer.chat_template = CHAT_TEMPLATE
     pool = [t for t in tasks if t.split == "train"][:2]
@@ -175,8 +174,25 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
     after_lora, after_frozen = lora_and_frozen(model)
     assert any(not torch.equal(lora[n], after_lora[n]) for n in lora)
     assert all(torch.equal(frozen[n], after_frozen[n]) for n in frozen)
-    with pytest.raises(ValueError, match="teacher-grpo's teachers answer"):
-        llm_rl.RLConfig(method="teacher-grpo", style="chat").check()
+
+
+def test_teacher_grpo_in_the_chat_style_learns_the_fenced_function_after_the_chat_prompt(small_dir, tasks):
+    """The offline teacher answers a chat prompt as an instruct model does (the whole function in a fenced
+    block), its answers are checked by the same extraction as the student's, and they join the loss."""
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    tokenizer.chat_template = CHAT_TEMPLATE
+    pool = [t for t in tasks if t.split != "test"]
+    examples = llm_rl.teacher_examples(llm_rl.OfflineTeacher("chat"), pool, tokenizer=tokenizer)
+    train = [t for t in pool if t.split == "train"]
+    assert len(examples) == len(train)  # every train reference solution passes; no val task is asked
+    first = next(t for t in train if examples[0].source == f"teacher:{t.id}")
+    assert examples[0].prompt == evaluation.chat_prompt(first, tokenizer)
+    assert examples[0].target.startswith("```python\ndef ") and "<think>" not in examples[0].target
+    assert evaluation.extract_function(examples[0].target, first.entry_point).startswith(f"def {first.entry_point}")
+    history = llm_rl.train_rl(model, tokenizer, train, method="teacher-grpo", style="chat", steps=1,
+                              prompts_per_step=4, group_size=2, max_new_tokens=8, progress=False)
+    assert history[0]["teacher_examples"] == 4  # one verified answer for each of the step's four train tasks
+    assert "teacher_sft_loss" in history[0]
 
 
 def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tasks, monkeypatch):
@@ -316,7 +332,8 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
     (["--method", "reinforce", "--rollout-splits", "train", "test"], "never trained on"),
     (["--method", "reinforce", "--no-prompt-mask"], "SFT option"),
     (["--method", "ppo", "--init-adapter", "/nonexistent"], "holds no adapter"),
-    (["--method", "teacher-grpo", "--style", "chat"], "teacher-grpo's teachers answer"),
+    (["--method", "teacher-grpo", "--style", "chat", "--teacher-url", "http://localhost:1", "--teacher-model", "m"],
+     "use the offline teacher"),
     (["--method", "grpo", "--style", "chat", "--init-adapter", "none"], "the chat style needs the tokenizer"),
 ])
 def test_command_line_rejects_bad_options(small_dir, tmp_path, capsys, options, message):

@@ -12,7 +12,7 @@ from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.rewards import (BUILTIN_TERMS, RewardSpec, RewardSpecError, ShapedReward, code_issues,
                                 code_quality, is_trivial, length_penalty, naive_syntax_bonus, register_term,
                                 syntax_bonus)
-from course_lib.sandbox import Status, TestReport, run_tests_batch
+from course_lib.sandbox import Status, run_tests_batch
 from course_lib.tasks import Task
 from course_lib.tokenizers import course_tokenizer
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer

@@ -261,7 +261,7 @@ def test_mbpp_fixture_loads_and_passes():
     tasks = load_mbpp_jsonl(MBPP_SAMPLE)
     assert [t.entry_point for t in tasks] == ["count_z", "mean_square", "bump"]
     assert all(t.split == "test" and t.family == "mbpp" and len(t.tests) == 3 for t in tasks)
-    assert all(f'"""Write a function' in t.prompt for t in tasks)
+    assert all('"""Write a function' in t.prompt for t in tasks)
     out = run_many({t.id: (t.reference_program, t.tests) for t in tasks}
                    | {(t.id, "wrong"): (t.program(WRONG), t.tests) for t in tasks})
     for t in tasks:

