@@ -26,7 +26,9 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_lib.trainer import PassingPrograms, TaskSampler, evaluate_policy, teacher_losses
+from course_lib.rollout import TaskSampler
+from course_lib.teacher import PassingPrograms, teacher_losses
+from course_lib.trainer import evaluate_policy
 
 
 def _sample(model, tokenizer, tasks, *, k: int, temperature: float, generator, allowed_ids,

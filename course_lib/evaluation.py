@@ -34,8 +34,7 @@ from typing import Sequence
 
 import torch
 
-from course_lib import llm
-from course_lib.llm import encode_prompt
+from course_lib.llm import encode_prompt, load_adapter, load_model
 from course_lib.progress import tqdm
 from course_lib.sandbox import run_tests_batch
 from course_lib.tasks import load_humaneval, load_tasks
@@ -476,10 +475,10 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
     (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
     """
-    model, tokenizer = llm.load_model(model_name, device, pretrain_if_missing=False)
+    model, tokenizer = load_model(model_name, device, pretrain_if_missing=False)
     parameters = sum(p.numel() for p in model.parameters())
     if adapter is not None:
-        model = llm.load_adapter(model, adapter)
+        model = load_adapter(model, adapter)
     style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
     common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
     result = greedy_pass_rates(model, tokenizer, load_tasks() if tasks is None else tasks, **common)

@@ -187,7 +187,7 @@ def resolve_init_adapter(value: str, model_name: str):
         return None
     if value != "auto":
         return value
-    if model_name != llm.TINY:
+    if model_name != TINY:
         return None
     sft_dir = llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft"
     if not (sft_dir / "adapter_config.json").exists():

@@ -48,8 +48,7 @@ import numpy as np
 import torch
 
 from course_lib.ppo import compute_gae, explained_variance, normalize_advantages, ppo_loss, warmup_cosine
-from course_lib.rollout import (Rollout, TaskSampler, collect_rollout, distinct_prompts,  # noqa: F401 (notebooks
-                                evaluate_actions, masked_logits, minibatch, run_gru)     # import them from here)
+from course_lib.rollout import TaskSampler, collect_rollout, evaluate_actions, minibatch
 from course_lib.teacher import (BC_SCHEDULES, TEACHER_SOURCES, PassingPrograms, bc_weight, draw_teacher,
                                 merge_rollouts, teacher_losses, teacher_pool, teacher_rollout)
 
