@@ -229,6 +229,7 @@ class Generation:
     completion: str     # extract_completion(text): what the sandbox runs after the prompt
     n_tokens: int       # tokens generated before <eos>, or until the stop or the limit
     finish: str         # "eos", "stop" (a stop sequence) or "length" (max_new_tokens)
+    ids: tuple = ()     # the ids sampled, <eos> included when it ended the text: what RL scores
 
 
 def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
@@ -294,7 +295,8 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
             text = tokenizer.decode(new[:end], skip_special_tokens=True)
             finish = ("eos" if end < len(new) and new[end] == tokenizer.eos_token_id
                       else "stop" if any(s in text for s in stop_sequences) else "length")
-            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish))
+            ids = tuple(new[:end + 1] if finish == "eos" else new[:end])
+            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish, ids))
     model.train(was_training)
     return out
 

@@ -3,20 +3,23 @@
 One loop, four methods, all on the LoRA parameters only (the base model stays frozen):
 
     reinforce     the DeepSeek-Coder LoRA-RL report's REINFORCE: loss = -(R - b) * log p(completion | prompt), b = the batch's mean reward
-    ppo           the DeepSeek-Coder LoRA-RL report's PPO-clip: advantages (R - mean) / std over the batch, several epochs per batch,
-                  the clipped surrogate of `course_lib.ppo.ppo_loss` (the same function chapter 6 uses)
-    grpo          several samples per prompt; advantages normalised within each prompt's group;
+    ppo           PPO as chapter 6 runs it: a value head on the last hidden state (the critic), advantages by
+                  GAE (gamma = 1, lambda = gae_lambda) normalised over the batch, several epochs of the clipped
+                  surrogate + the value loss
+    grpo          several samples per prompt; advantages normalised within each prompt's group, no critic;
                   a KL penalty towards the frozen reference = the model with its adapter disabled
     teacher-grpo  the teacher-guided GRPO README's dual-source objective: GRPO + w_t * SFT on a teacher's solutions
                   + w_s * SFT on the best passing sample of each group (self-imitation)
 
 Every step follows the same order, the order of the maths:
 
-1. ROLLOUT   sample group_size completions for each of prompts_per_step tasks (`evaluation.generate`)
-2. SCORE     run prompt + completion + tests in the sandbox (`evaluation.run_completions`), never here;
+1. ROLLOUT   sample group_size completions for each of prompts_per_step tasks (`evaluation.generate`), keeping
+             the ids sampled: those ids, never a re-tokenisation of their text, are what the loss scores
+2. SCORE     run prompt + completion + tests in the sandbox (`sandbox.run_tests_batch`), never here;
              reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
-3. ADVANTAGE `advantages(rewards, method, group_size)`
-4. UPDATE    `policy_loss` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters
+3. ADVANTAGE `course_lib.rl.advantages`, by the method's estimator (METHOD_PARTS)
+4. UPDATE    `course_lib.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
+             the RL core that trains chapter 6's GRU, with this model as its policy (`LMActor`)
 
 Data rules. Rollouts use the tests of `train` and `val` tasks (never their solutions); a
 `test` task is refused. The teacher is asked about `train` tasks only, and an offline teacher
@@ -38,15 +41,19 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Protocol, Sequence
 
+import numpy as np
 import torch
 
-from course_lib import llm
+from course_lib import llm, rl
+from course_lib.env import Episode
 from course_lib.evaluation import (CHAT, STYLES, answer_code, extract_completion, format_prompt, format_response,
                                    generate, prompt_for, run_completions, stop_sequences_for)
-from course_lib.llm import _to, sft_batch
-from course_lib.ppo import ppo_loss
+from course_lib.llm import _to, encode_prompt, sft_batch
+from course_lib.ppo import group_advantages
 from course_lib.pretrain import IGNORE_INDEX, Example, held_out_solutions
 from course_lib.progress import tqdm
+from course_lib.rollout import Rollout
+from course_lib.sandbox import run_tests_batch
 
 METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
 ROLLOUT_SPLITS = ("train", "val")
@@ -68,6 +75,8 @@ class RLConfig:
     min_std: float = 0.0               # floor of the std that normalises advantages (ppo, grpo); 0 = the textbook formula
     clip_eps: float = 0.2              # PPO's clip range (ppo, grpo, teacher-grpo)
     epochs: int = 2                    # passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1
+    gae_lambda: float = 0.95           # PPO's GAE lambda (ppo: the value head's advantages, gamma = 1)
+    vf_coef: float = 0.5               # weight of the value head's loss (ppo)
     kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO README: 0.05)
     teacher_sft_weight: float = 0.3    # the teacher-guided GRPO README's w_t (teacher-grpo)
     self_sft_weight: float = 0.2       # the teacher-guided GRPO README's w_s (teacher-grpo)
@@ -128,45 +137,28 @@ def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alp
     return torch.tensor([float(p) - alpha * n / 100 for p, n in zip(passed, n_tokens)])
 
 
-def group_advantages(rewards: torch.Tensor, group_size: int, *, normalise: bool = True,
-                     eps: float = 1e-6, min_std: float = 0.0) -> torch.Tensor:
-    """(R - mean of its group) / (max(std of its group, min_std) + eps); rewards come in consecutive groups.
-
-    A group whose samples all earned the same reward gets advantage 0: it says nothing
-    about which sample was better. normalise=False keeps R - mean (a plain baseline).
-    min_std > 0 stops a group whose rewards differ only a little (by a length penalty,
-    say) from having those small differences blown up to +-1.
-    """
-    if rewards.numel() % group_size:
-        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
-    groups = rewards.view(-1, group_size)
-    centred = groups - groups.mean(dim=1, keepdim=True)
-    if normalise:
-        centred = centred / (groups.std(dim=1, unbiased=False, keepdim=True).clamp(min=min_std) + eps)
-    return centred.reshape(-1)
-
-
-def advantages(rewards: torch.Tensor, method: str, group_size: int, min_std: float = 0.0) -> torch.Tensor:
-    """REINFORCE: R - batch mean (the baseline); PPO: normalised over the batch (the DeepSeek-Coder LoRA-RL report);
-    GRPO: normalised within each prompt's group of group_size samples."""
-    if method == "reinforce":
-        return group_advantages(rewards, rewards.numel(), normalise=False)
-    if method == "ppo":
-        return group_advantages(rewards, rewards.numel(), min_std=min_std)
-    return group_advantages(rewards, group_size, min_std=min_std)
+# What each method takes from the RL core (course_lib.rl): its advantage estimator, its loss,
+# whether a KL term pulls it towards the reference, and whether it learns a critic (a value head).
+METHOD_PARTS = {
+    "reinforce": ("batch", "reinforce", False, False),   # A = R - batch mean, one pass of -A log p
+    "ppo": ("gae", "clip", False, True),                 # GAE from a value head, normalised; clipped surrogate
+    "grpo": ("group", "clip", True, False),              # A = (R - group mean) / group std; clipped + KL
+    "teacher-grpo": ("group", "clip", True, False),      # GRPO + SFT on the teacher's and its own best answers
+}
 
 
 # -----------------------------------------------------------------------------
-# log-probabilities of what was written, and the losses
+# log-probabilities of what was written: the language model as the RL core sees it
 
 def token_logprobs(model, batch: dict, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
     """log p(token_t | tokens_<t) at every position after the first, and the mask of scored ones.
 
-    batch comes from `llm.sft_batch` (prompt masked): the mask is 1 on the completion
-    and its <eos>, 0 on the prompt and the padding. Shapes [B, T-1]. temperature: the
+    batch comes from `llm.sft_batch` (prompt masked) or `id_batch`: the mask is 1 on the
+    completion, 0 on the prompt and the padding. Shapes [B, T-1]. temperature: the
     policy that sampled the rollouts is softmax(logits / T), so its log-probabilities are those.
     """
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"]).logits[:, :-1]
+    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                   position_ids=batch.get("position_ids")).logits[:, :-1]
     logits = logits.float() / temperature
     targets = batch["input_ids"][:, 1:]
     logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
@@ -174,22 +166,69 @@ def token_logprobs(model, batch: dict, temperature: float = 1.0) -> tuple[torch.
     return logprobs * mask, mask
 
 
-def reinforce_loss(logprobs: torch.Tensor, mask: torch.Tensor, advantage: torch.Tensor) -> torch.Tensor:
-    """The DeepSeek-Coder LoRA-RL report's loss, mean over the batch: -A * log p(completion | prompt), log p summed over its tokens."""
-    return -(advantage * (logprobs * mask).sum(dim=1)).mean()
+def id_batch(ro: Rollout, rows: torch.Tensor, pad_id: int) -> tuple[dict, int, int]:
+    """The rows' prompts (left-padded to width P) followed by their sampled ids (width T): (batch, P, T).
+
+    Every row's generated token t then sits at position P + t, predicted by the logits at
+    P - 1 + t. position_ids count from each row's first real token, as in generation.
+    """
+    prompts = [ro.prompts[i] for i in ro.prompt_index[rows].tolist()]
+    T = max(1, int(ro.mask[rows].sum(1).max()))
+    P = max(len(p) for p in prompts)
+    input_ids = torch.full((len(prompts), P + T), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros_like(input_ids)
+    for r, ids in enumerate(prompts):
+        input_ids[r, P - len(ids):P] = torch.tensor(ids)
+        attention_mask[r, P - len(ids):P] = 1
+    input_ids[:, P:] = ro.actions[rows, :T]
+    attention_mask[:, P:] = ro.mask[rows, :T].long()
+    labels = torch.full_like(input_ids, IGNORE_INDEX)
+    labels[:, P:] = torch.where(attention_mask[:, P:].bool(), input_ids[:, P:], IGNORE_INDEX)
+    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
+    return ({"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels,
+             "position_ids": position_ids}, P, T)
 
 
-def policy_loss(method: str, new_logprobs, old_logprobs, mask, advantage, *, clip_eps: float,
-                ref_logprobs=None, kl_coef: float = 0.0):
-    """The RL part of the loss and its diagnostics: REINFORCE, or `ppo.ppo_loss` with a
-    sequence's advantage on each of its tokens (and, for GRPO, the KL term towards ref_logprobs)."""
-    if method == "reinforce":
-        loss = reinforce_loss(new_logprobs, mask, advantage)
-        return loss, {"policy_loss": loss.item(), "loss": loss.item()}
-    per_token = advantage[:, None].expand_as(mask)
-    use_kl = method in ("grpo", "teacher-grpo")
-    return ppo_loss(new_logprobs, old_logprobs, per_token, mask, clip_eps=clip_eps,
-                    ref_logprobs=ref_logprobs if use_kl else None, kl_coef=kl_coef if use_kl else 0.0)
+class LMActor:
+    """A causal language model as the RL core sees it (`course_lib.rl.Policy`): it scores the ids it sampled.
+
+    value_head: a linear map from the last hidden state to V(s_t) (PPO's critic), or None.
+    The reference policy is the same model with its LoRA adapter disabled.
+    """
+
+    def __init__(self, model, tokenizer, temperature: float, value_head: torch.nn.Module | None = None):
+        self.model, self.temperature, self.value_head = model, temperature, value_head
+        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+
+    def _score(self, ro: Rollout, rows: torch.Tensor, with_values: bool):
+        batch, P, T = id_batch(ro, rows, self.pad_id)
+        batch = _to(batch, self.model.device)
+        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                         position_ids=batch["position_ids"], output_hidden_states=with_values)
+        logits = out.logits[:, P - 1:P - 1 + T].float() / self.temperature
+        mask = ro.mask[rows, :T].to(logits.device)
+        logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1) * mask
+        values = None
+        if with_values:  # V(s_t) reads the state before token t: the hidden state at P - 1 + t
+            values = self.value_head(out.hidden_states[-1][:, P - 1:P - 1 + T].float()).squeeze(-1) * mask
+        return logprobs.cpu(), values.cpu() if values is not None else None
+
+    def score(self, ro: Rollout, rows: torch.Tensor):
+        logprobs, values = self._score(ro, rows, self.value_head is not None)
+        return logprobs, None, values
+
+    @torch.no_grad()
+    def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
+        with self.model.disable_adapter():  # the reference: the starting policy, frozen
+            return self._score(ro, rows, False)[0]
+
+
+def value_head_for(model) -> torch.nn.Linear:
+    """PPO's critic on a language model: hidden state -> V, starting at V = 0 everywhere (float32)."""
+    head = torch.nn.Linear(model.config.hidden_size, 1).to(model.device)
+    torch.nn.init.zeros_(head.weight)
+    torch.nn.init.zeros_(head.bias)
+    return head
 
 
 # -----------------------------------------------------------------------------
@@ -324,87 +363,100 @@ def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: f
 # -----------------------------------------------------------------------------
 # the loop
 
-@dataclass
-class Rollout:
-    """One rollout batch: prompt-major, group_size samples per task."""
-    tasks: list
-    prompts: list[str]
-    targets: list[str]          # the text each sample is trained on (after its prompt)
-    passed: list[bool]
-    n_tokens: list[int]
-    rewards: torch.Tensor
+def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=None) -> Rollout:
+    """1. sample group_size completions per task; 2. run them in the sandbox and score them.
 
-
-def rollout(model, tokenizer, tasks, config: RLConfig, seed: int) -> Rollout:
-    """1. sample group_size completions per task; 2. run them in the sandbox and score them."""
+    The Rollout (`course_lib.rollout.Rollout`, the GRU's too) holds the ids sampled, their
+    log-probabilities under the policy that sampled them (and V(s_t) when there is a value head),
+    and each sample's reward on its last token; episodes[i].completion is the text it is imitated by.
+    """
     prompts = [prompt_for(t, config.style, tokenizer) for t in tasks]
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
                     max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
     sample_tasks = [tasks[g.prompt_index] for g in gens]
-    passed = run_completions(sample_tasks, [answer_code(t, g.text, config.style) for t, g in zip(sample_tasks, gens)],
-                             timeout=config.timeout)
-    rewards = length_penalised_reward(passed, [g.n_tokens for g in gens], config.length_alpha)
-    # completion prompts: train on what the sandbox ran (cut at the stop); instruct and chat: on everything written
-    targets = [g.completion if config.style == "completion" else g.text for g in gens]
-    return Rollout(sample_tasks, [prompts[g.prompt_index] for g in gens], targets, passed,
-                   [g.n_tokens for g in gens], rewards)
+    reports = run_tests_batch([(t.program(answer_code(t, g.text, config.style)), t.tests)
+                               for t, g in zip(sample_tasks, gens)], timeout=config.timeout)
+    rewards = length_penalised_reward([r.all_passed for r in reports], [g.n_tokens for g in gens], config.length_alpha)
+    B, T = len(gens), max(1, max(len(g.ids) for g in gens))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    actions, mask = torch.full((B, T), pad, dtype=torch.long), torch.zeros(B, T)
+    for i, g in enumerate(gens):
+        actions[i, :len(g.ids)], mask[i, :len(g.ids)] = torch.tensor(g.ids, dtype=torch.long), 1.0
+    lengths = mask.sum(1).long().clamp(min=1)
+    token_rewards = torch.zeros(B, T)
+    token_rewards[torch.arange(B), lengths - 1] = rewards
+    episodes = [Episode(task_id=t.id, completion=g.completion if config.style == "completion" else g.text,
+                        actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
+                        reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))
+                for t, g, r, rw in zip(sample_tasks, gens, reports, rewards)]
+    ro = Rollout(tasks=sample_tasks, episodes=episodes, prompts=[encode_prompt(tokenizer, p) for p in prompts],
+                 prompt_index=torch.tensor([g.prompt_index for g in gens], dtype=torch.long), actions=actions,
+                 logprobs=torch.zeros(B, T), values=torch.zeros(B, T), mask=mask, rewards=token_rewards,
+                 bootstrap=torch.zeros(B))
+    with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning
+        ro.logprobs, values = LMActor(model, tokenizer, config.temperature, value_head)._score(
+            ro, torch.arange(B), value_head is not None)
+        if values is not None:
+            ro.values = values
+    return ro
 
 
 def _sft_loss(model, tokenizer, examples: Sequence[Example]) -> torch.Tensor:
     return model(**_to(sft_batch(tokenizer, examples), model.device)).loss
 
 
-def best_own_samples(batch: Rollout, group_size: int) -> list[Example]:
+def best_own_samples(batch: Rollout, group_size: int, style: str, tokenizer=None) -> list[Example]:
     """Self-SFT data: in each group, the passing sample with the highest reward (none if none passed)."""
     out = []
-    for start in range(0, len(batch.targets), group_size):
-        members = [i for i in range(start, start + group_size) if batch.passed[i]]
+    episodes = batch.episodes
+    for start in range(0, len(episodes), group_size):
+        members = [i for i in range(start, start + group_size) if episodes[i].all_passed]
         if members:
-            i = max(members, key=lambda j: batch.rewards[j].item())
-            out.append(Example(batch.prompts[i], batch.targets[i], f"self:{batch.tasks[i].id}"))
+            i = max(members, key=lambda j: episodes[j].reward)
+            task = batch.tasks[i]
+            out.append(Example(prompt_for(task, style, tokenizer), episodes[i].completion, f"self:{task.id}"))
     return out
 
 
 def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params,
-           teacher_data: Sequence[Example] = (), accelerator=None) -> dict:
-    """3. advantages; 4. epochs of the method's loss on one rollout batch. Returns the last epoch's stats."""
+           teacher_data: Sequence[Example] = (), accelerator=None, value_head=None, rng=None) -> dict:
+    """3. advantages; 4. epochs of the method's loss on one rollout batch, by the RL core
+    (`course_lib.rl.advantages` and `course_lib.rl.learn`, which train the GRU too). Returns the last epoch's stats."""
     method = config.method
-    tensors = _to(sft_batch(tokenizer, [Example(p, t, "") for p, t in zip(batch.prompts, batch.targets)]),
-                  model.device)
-    adv = advantages(batch.rewards, method, config.group_size, config.min_std).to(model.device)
-    with torch.no_grad():
-        old_logprobs, mask = token_logprobs(model, tensors, config.temperature)
-        ref_logprobs = None
-        if method in ("grpo", "teacher-grpo"):
-            unwrapped = accelerator.unwrap_model(model) if accelerator is not None else model
-            with unwrapped.disable_adapter():  # the reference: the starting policy, frozen
-                ref_logprobs, _ = token_logprobs(model, tensors, config.temperature)
-    own = best_own_samples(batch, config.group_size) if method == "teacher-grpo" else []
-    stats: dict = {}
-    for _ in range(1 if method == "reinforce" else config.epochs):
-        new_logprobs, _ = token_logprobs(model, tensors, config.temperature)
-        loss, stats = policy_loss(method, new_logprobs, old_logprobs, mask, adv, clip_eps=config.clip_eps,
-                                  ref_logprobs=ref_logprobs, kl_coef=config.kl_coef)
-        if method == "teacher-grpo":
-            for name, weight, data in (("teacher_sft", config.teacher_sft_weight, teacher_data),
-                                       ("self_sft", config.self_sft_weight, own)):
-                if data and weight:
-                    term = _sft_loss(model, tokenizer, data)
-                    loss = loss + weight * term
-                    stats[f"{name}_loss"] = term.item()
-            stats["loss"] = loss.item()
-        optimizer.zero_grad()
-        if accelerator is not None:
-            accelerator.backward(loss)
-            if accelerator.num_processes > 1:  # the peft model is not DDP-wrapped (the GRPO reference is its
-                for p in params:                # disable_adapter()), so average the adapter's gradients here
-                    p.grad = accelerator.reduce(p.grad, reduction="mean")
-        else:
-            loss.backward()
-        stats["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, config.clip_norm))
-        optimizer.step()
+    estimator, loss, use_kl, critic = METHOD_PARTS[method]
+    adv, returns = rl.advantages(batch, estimator, gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
+                                 normalise=method != "reinforce", min_std=config.min_std)
+    settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
+                               value_clip_eps=None, vf_coef=config.vf_coef, kl_coef=config.kl_coef if use_kl else 0.0,
+                               max_grad_norm=config.clip_norm)
+    actor = LMActor(accelerator.unwrap_model(model) if accelerator is not None else model, tokenizer,
+                    config.temperature, value_head if critic else None)
+    own = best_own_samples(batch, config.group_size, config.style, tokenizer) if method == "teacher-grpo" else []
+
+    def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
+        """+ w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
+        for name, weight, data in (("teacher_sft", config.teacher_sft_weight, teacher_data),
+                                   ("self_sft", config.self_sft_weight, own)):
+            if data and weight:
+                term = _sft_loss(model, tokenizer, data)
+                loss = loss + weight * term
+                stats[f"{name}_loss"] = term.item()
+        stats["loss"] = loss.item()
+        return loss
+
+    def backward(loss: torch.Tensor) -> None:
+        accelerator.backward(loss)
+        if accelerator.num_processes > 1:  # the peft model is not DDP-wrapped (the GRPO reference is its
+            for p in params:                # disable_adapter()), so average the adapter's gradients here
+                p.grad = accelerator.reduce(p.grad, reduction="mean")
+
+    logs, _, _ = rl.learn(actor, batch, adv, returns, settings, optimizer, params,
+                          rng if rng is not None else np.random.default_rng(config.seed),
+                          add_terms=sft_terms if method == "teacher-grpo" else None,
+                          backward=backward if accelerator is not None else None)
+    stats = dict(logs[-1])
     stats.update(teacher_examples=len(teacher_data), self_examples=len(own),
-                 nonzero_advantages=int((adv.abs() > 1e-8).sum()))
+                 nonzero_advantages=int((adv.abs() > 1e-8).any(dim=1).sum()))
     return stats
 
 
@@ -437,6 +489,9 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     if not params:
         raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or load_policy)")
     policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation needs the bare model
+    value_head = value_head_for(policy) if METHOD_PARTS[config.method][3] else None  # PPO's critic
+    if value_head is not None:
+        params = params + list(value_head.parameters())
     if not hasattr(policy, "disable_adapter") and config.method in ("grpo", "teacher-grpo"):
         raise ValueError(f"{config.method} needs a peft model (its reference is the adapter disabled)")
 
@@ -450,6 +505,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
 
     torch.manual_seed(config.seed)
     rng = random.Random(config.seed)
+    learn_rng = np.random.default_rng(config.seed)  # the order of each epoch's minibatches
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     if accelerator is not None:
         optimizer = accelerator.prepare(optimizer)
@@ -464,19 +520,21 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
             task = order.pop()
             if task not in chosen:
                 chosen.append(task)
-        batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step)
+        batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step, value_head=value_head)
         teacher_data = ([e for t in chosen for e in teacher_by_prompt.get(prompt_for(t, config.style, tokenizer), [])]
                         if teacher_by_prompt else [])
         model.train()
-        stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator)
+        stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator, value_head,
+                       learn_rng)
         model.eval()
-        on_train = [p for p, t in zip(batch.passed, batch.tasks) if t.split == "train"]
-        row = {"step": step, "reward": round(batch.rewards.mean().item(), 4),
-               "pass_rate": round(sum(batch.passed) / len(batch.passed), 4),
+        passed = [e.all_passed for e in batch.episodes]
+        on_train = [p for p, t in zip(passed, batch.tasks) if t.split == "train"]
+        row = {"step": step, "reward": round(float(np.mean([e.reward for e in batch.episodes])), 4),
+               "pass_rate": round(sum(passed) / len(passed), 4),
                "rollout_train_pass_rate": round(sum(on_train) / len(on_train), 4) if on_train else None,
-               "avg_len": round(sum(batch.n_tokens) / len(batch.n_tokens), 2),
-               "groups_with_a_pass": sum(any(batch.passed[i:i + config.group_size])
-                                         for i in range(0, len(batch.passed), config.group_size)), **stats,
+               "avg_len": round(batch.mask.sum(1).mean().item(), 2),
+               "groups_with_a_pass": sum(any(passed[i:i + config.group_size])
+                                         for i in range(0, len(passed), config.group_size)), **stats,
                "seconds": round(time.perf_counter() - start, 2)}
         if eval_fn is not None and (step == config.steps or (eval_every and step % eval_every == 0)):
             row.update(eval_fn(policy))

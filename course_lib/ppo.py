@@ -71,6 +71,24 @@ def normalize_advantages(advantages: torch.Tensor, mask: torch.Tensor, eps: floa
     return (advantages - mean) / (var.sqrt() + eps) * mask
 
 
+def group_advantages(rewards: torch.Tensor, group_size: int, *, normalise: bool = True,
+                     eps: float = 1e-6, min_std: float = 0.0) -> torch.Tensor:
+    """(R - mean of its group) / (max(std of its group, min_std) + eps); rewards come in consecutive groups.
+
+    A group whose samples all earned the same reward gets advantage 0: it says nothing
+    about which sample was better. normalise=False keeps R - mean (a plain baseline).
+    min_std > 0 stops a group whose rewards differ only a little (by a length penalty,
+    say) from having those small differences blown up to +-1.
+    """
+    if rewards.numel() % group_size:
+        raise ValueError(f"{rewards.numel()} rewards do not split into groups of {group_size}")
+    groups = rewards.view(-1, group_size)
+    centred = groups - groups.mean(dim=1, keepdim=True)
+    if normalise:
+        centred = centred / (groups.std(dim=1, unbiased=False, keepdim=True).clamp(min=min_std) + eps)
+    return centred.reshape(-1)
+
+
 # --- 3. The loss ------------------------------------------------------------------------
 
 def ppo_loss(new_logprobs: torch.Tensor, old_logprobs: torch.Tensor, advantages: torch.Tensor,

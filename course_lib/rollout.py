@@ -3,6 +3,7 @@
     TaskSampler        draws each update's tasks, leaning towards those not yet solved
     collect_rollout    samples B episodes in lockstep and scores them with ONE sandbox batch: a Rollout
     evaluate_actions   re-reads a Rollout's tokens with the current weights: log pi(a_t), entropy, V(s_t)
+    GRUActor           the GRU as the RL core (`course_lib.rl`) sees it: score(ro, rows) and its reference
 
 `course_lib.trainer` (the PPO loop) and `course_lib.teacher` (teacher episodes, behaviour cloning)
 both build on these; neither imports the other's internals.
@@ -206,3 +207,25 @@ def minibatch(ro: Rollout, rows: torch.Tensor):
     remap = {old: new for new, old in enumerate(used)}
     T = int(ro.mask[rows].sum(1).max())
     return ([ro.prompts[i] for i in used], torch.tensor([remap[i] for i in ro.prompt_index[rows].tolist()]), T)
+
+
+class GRUActor:
+    """The GRU policy as the RL core sees it (`course_lib.rl.Policy`): it re-reads a rollout's own ids.
+
+    allowed and temperature are the rollout policy's (the action mask, softmax(logits / T));
+    reference: a frozen copy of the starting model for the KL term, or None.
+    """
+
+    def __init__(self, model, *, allowed: torch.Tensor, temperature: float, reference=None):
+        self.model, self.allowed, self.temperature, self.reference = model, allowed, temperature, reference
+
+    def score(self, ro: Rollout, rows: torch.Tensor):
+        prompts, prompt_index, T = minibatch(ro, rows)
+        return evaluate_actions(self.model, prompts, prompt_index, ro.actions[rows, :T], ro.mask[rows, :T],
+                                allowed=self.allowed, temperature=self.temperature)
+
+    @torch.no_grad()
+    def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
+        prompts, prompt_index, T = minibatch(ro, rows)
+        return evaluate_actions(self.reference, prompts, prompt_index, ro.actions[rows, :T], ro.mask[rows, :T],
+                                allowed=self.allowed, temperature=self.temperature)[0]

@@ -47,8 +47,9 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib.ppo import compute_gae, explained_variance, normalize_advantages, ppo_loss, warmup_cosine
-from course_lib.rollout import TaskSampler, collect_rollout, evaluate_actions, minibatch
+from course_lib import rl
+from course_lib.ppo import explained_variance, warmup_cosine
+from course_lib.rollout import GRUActor, TaskSampler, collect_rollout
 from course_lib.teacher import (BC_SCHEDULES, TEACHER_SOURCES, PassingPrograms, bc_weight, draw_teacher,
                                 merge_rollouts, teacher_losses, teacher_pool, teacher_rollout)
 
@@ -355,6 +356,14 @@ class PPOTrainer:
         self.reference = None
         if config.kl_coef > 0:  # a frozen copy of the start, for KL(pi || pi_ref)
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
+        # What the RL core (course_lib.rl) trains and how: the same core trains chapter 10's language model.
+        self.actor = GRUActor(self.model, allowed=self.allowed, temperature=config.temperature,
+                              reference=self.reference)
+        self.loss_settings = rl.LossSettings(
+            loss="clip", epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
+            critic=config.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
+            ent_coef=config.ent_coef, kl_coef=config.kl_coef, target_kl=config.target_kl,
+            max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
 
         # BC examples come from TRAIN tasks only (task_examples refuses any other split).
         self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
@@ -453,61 +462,33 @@ class PPOTrainer:
         # 3. GAE: advantages and returns; then normalise the advantages
         if not c.critic:  # no critic: V = 0 everywhere, so GAE returns each token's return as its advantage
             ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
-        advantages, returns = compute_gae(ro.rewards, ro.values, ro.mask, gamma=c.gamma, lam=c.gae_lambda,
-                                          bootstrap_values=ro.bootstrap)
+        advantages, returns = rl.advantages(ro, "gae", gamma=c.gamma, lam=c.gae_lambda, normalise=c.norm_adv)
         stats["explained_variance"] = explained_variance(ro.values, returns, ro.mask)  # the critic, before learning
-        if c.norm_adv:
-            advantages = normalize_advantages(advantages, ro.mask)
 
-        # 4. LEARN: epochs of minibatches of the clipped loss, stopped early if approx-KL runs away
+        # 4. LEARN: epochs of minibatches of the clipped loss (course_lib.rl.learn, the same for every policy),
+        #    stopped early if approx-KL runs away; the teacher terms ride along as an extra loss
         t1 = time.perf_counter()
         self.model.train()
         sil_examples = self.passing.examples(self.tasks_by_id) if c.sil_coef > 0 else []
         B = ro.actions.shape[0]  # sampled + teacher episodes
         bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
-        logs, early_stop = [], False
-        for epoch in range(c.epochs):
-            order = self.rng.permutation(B)
-            for start in range(0, B, c.minibatch_size):
-                rows = torch.as_tensor(np.sort(order[start:start + c.minibatch_size]))
-                prompts, prompt_index, T = minibatch(ro, rows)
-                mb_mask = ro.mask[rows, :T]
-                new_logprobs, entropy, new_values = evaluate_actions(
-                    self.model, prompts, prompt_index, ro.actions[rows, :T], mb_mask,
-                    allowed=self.allowed, temperature=c.temperature)
-                ref_logprobs = None
-                if self.reference is not None:
-                    with torch.no_grad():
-                        ref_logprobs, _, _ = evaluate_actions(
-                            self.reference, prompts, prompt_index, ro.actions[rows, :T], mb_mask,
-                            allowed=self.allowed, temperature=c.temperature)
-                loss, mb = ppo_loss(new_logprobs, ro.logprobs[rows, :T], advantages[rows, :T], mb_mask,
-                                    clip_eps=c.clip_eps, new_values=new_values if c.critic else None,
-                                    old_values=ro.values[rows, :T],
-                                    returns=returns[rows, :T], value_clip_eps=c.value_clip_eps, entropy=entropy,
-                                    vf_coef=c.vf_coef, ent_coef=c.ent_coef, ref_logprobs=ref_logprobs,
-                                    kl_coef=c.kl_coef)
-                loss = c.ppo_coef * loss
-                # The teacher terms: train solutions (BC) and the policy's own passing programs (SIL).
-                if c.bc_coef > 0 or (c.sil_coef > 0 and sil_examples):
-                    bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,
-                                             self.rng, c.teacher_batch_size)
-                    if bc is not None:
-                        loss = loss + bc_w * bc
-                        mb["bc_loss"] = bc.item()
-                    if sil is not None:
-                        loss = loss + c.sil_coef * sil
-                        mb["sil_loss"] = sil.item()
-                self.optimizer.zero_grad()
-                loss.backward()
-                mb["grad_norm"] = torch.nn.utils.clip_grad_norm_(self.model.parameters(), c.max_grad_norm).item()
-                self.optimizer.step()
-                logs.append(mb)
-                if c.target_kl is not None and mb["approx_kl"] > c.target_kl:
-                    early_stop = True  # the policy moved too far from the one that collected the data
-                    break
-            if early_stop:
-                break
+
+        def teacher_terms(loss: torch.Tensor, mb: dict) -> torch.Tensor:
+            """+ behaviour cloning on train solutions + self-imitation of the policy's own passing programs."""
+            if c.bc_coef > 0 or (c.sil_coef > 0 and sil_examples):
+                bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,
+                                         self.rng, c.teacher_batch_size)
+                if bc is not None:
+                    loss = loss + bc_w * bc
+                    mb["bc_loss"] = bc.item()
+                if sil is not None:
+                    loss = loss + c.sil_coef * sil
+                    mb["sil_loss"] = sil.item()
+            return loss
+
+        logs, epochs_done, early_stop = rl.learn(self.actor, ro, advantages, returns, self.loss_settings,
+                                                 self.optimizer, list(self.model.parameters()), self.rng,
+                                                 add_terms=teacher_terms)
         learn_s = time.perf_counter() - t1
 
         # 5. LOG: what the rollout showed, and the mean of each minibatch diagnostic
@@ -517,7 +498,7 @@ class PPOTrainer:
             values = [mb[key] for mb in logs if key in mb]
             stats[key] = float(np.mean(values))
         stats.update({
-            "lr": lr, "epochs_done": epoch + (0 if early_stop else 1), "minibatches": len(logs),
+            "lr": lr, "epochs_done": epochs_done, "minibatches": len(logs),
             "early_stop": early_stop,
             "reward_mean": float(np.mean([e.reward for e in episodes])),
             "pass_rate_sampled": float(np.mean([e.all_passed for e in episodes])),

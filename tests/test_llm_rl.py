@@ -19,7 +19,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import evaluation, llm, llm_rl  # noqa: E402
+from types import SimpleNamespace  # noqa: E402
+
+from course_lib import evaluation, llm, llm_rl, pg, ppo, rl  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
 
@@ -32,6 +34,12 @@ def sft_adapter(small_dir, tmp_path_factory, tasks):
     llm.sft(model, tokenizer, llm.sft_examples([t for t in tasks if t.split == "train"]), steps=3, batch_size=4,
             progress=False)
     return llm.save_adapter(model, tmp_path_factory.mktemp("sft") / "adapter")
+
+
+def every_other_passes(jobs, timeout=2.0):
+    """A stand-in for the sandbox: sample 0, 2, 4, ... pass (so every method has something to learn)."""
+    return [SimpleNamespace(all_passed=i % 2 == 0, passed=int(i % 2 == 0), total=1, status="passed")
+            for i in range(len(jobs))]
 
 
 def lora_and_frozen(model):
@@ -55,10 +63,10 @@ def test_group_relative_advantages_by_hand():
     expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / 0.1875 ** 0.5
     assert torch.allclose(adv[:4], expected, atol=1e-5)
     assert torch.all(adv[4:] == 0)
-    assert torch.allclose(llm_rl.advantages(rewards, "reinforce", 4), rewards - rewards.mean())
-    batch = llm_rl.advantages(rewards, "ppo", 4)
+    assert torch.allclose(rl.episode_advantages(rewards, "batch", normalise=False), rewards - rewards.mean())
+    batch = rl.episode_advantages(rewards, "batch")
     assert abs(batch.mean().item()) < 1e-6 and abs(batch.std(unbiased=False).item() - 1) < 1e-4
-    assert torch.equal(llm_rl.advantages(rewards, "grpo", 4), llm_rl.group_advantages(rewards, 4))
+    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), llm_rl.group_advantages(rewards, 4))
     # a group that differs only by a length penalty: +-1 without a floor, small with one
     lengths_only = llm_rl.length_penalised_reward([False] * 4, [8, 20, 35, 64], alpha=0.01)
     assert llm_rl.group_advantages(lengths_only, 4).abs().max() > 1
@@ -73,7 +81,7 @@ def test_reinforce_loss_by_hand():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     adv = torch.tensor([2.0, -1.0])
     # -(2 * (-3) + (-1) * (-0.5)) / 2 = -(-6 + 0.5) / 2 = 2.75
-    assert abs(llm_rl.reinforce_loss(logprobs, mask, adv).item() - 2.75) < 1e-6
+    assert abs(pg.reinforce_loss(logprobs, adv, mask=mask).item() - 2.75) < 1e-6
 
 
 def test_token_logprobs_score_only_the_completion(small_dir):
@@ -102,14 +110,14 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
         sft_model = llm.load_adapter(llm.load_model(str(small_dir), "cpu")[0], sft_adapter)
         sft_logprobs, _ = llm_rl.token_logprobs(sft_model, batch)
     assert torch.allclose(ref, sft_logprobs, atol=1e-5)  # the reference is the SFT model (merged)
-    _, stats = llm_rl.policy_loss("grpo", new, new, mask, torch.ones(1), clip_eps=0.2, ref_logprobs=ref, kl_coef=1.0)
+    _, stats = ppo.ppo_loss(new, new, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert abs(stats["kl_ref"]) < 1e-6
     with torch.no_grad():  # move the adapter away from zero: now the policy differs from the reference
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.add_(0.5)
         moved, _ = llm_rl.token_logprobs(model, batch)
-    _, stats = llm_rl.policy_loss("grpo", moved, moved, mask, torch.ones(1), clip_eps=0.2, ref_logprobs=ref, kl_coef=1.0)
+    _, stats = ppo.ppo_loss(moved, moved, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert stats["kl_ref"] > 1e-4
 
 
@@ -117,7 +125,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
 def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_adapter, tasks, method, monkeypatch):
     # an untrained model's samples all fail at the same length: equal rewards, zero advantages, no update.
     # Here every other sample "passes", so each method has something to learn from.
-    monkeypatch.setattr(llm_rl, "run_completions", lambda ts, cs, timeout=2.0: [i % 2 == 0 for i in range(len(cs))])
+    monkeypatch.setattr(llm_rl, "run_tests_batch", every_other_passes)
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
     lora, frozen = lora_and_frozen(model)
     pool = [t for t in tasks if t.split != "test"]
@@ -130,6 +138,7 @@ def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_a
     assert all(torch.equal(frozen[n], after_frozen[n]) for n in frozen)
     if method == "teacher-grpo":
         assert ("teacher_sft_loss" in history[0]) == (history[0]["teacher_examples"] > 0)
+    assert ("value_loss" in history[0]) == (method == "ppo")  # PPO's critic: a value head, trained
 
 
 CHAT_TEMPLATE = ("{% for m in messages %}<|user|>{{ m['content'] }}\n{% endfor %}"
@@ -151,15 +160,17 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
             for j in range(n_samples):
                 text = (f"Sure:\n```python\ndef {pool[i].entry_point}(*args):\n    return {j}\n```\n"
                         f"print({pool[i].entry_point}(1))\nThat is all.")
-                out.append(evaluation.Generation(i, text, evaluation.extract_completion(text, ()), 20 + j, "eos"))
+                ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) + (tokenizer.eos_token_id,)
+                out.append(evaluation.Generation(i, text, evaluation.extract_completion(text, ()), len(ids) - 1,
+                                                 "eos", ids))
         return out
 
-    def fake_run(ts, codes, timeout=2.0):
-        seen["codes"] = list(codes)
-        return [i % 2 == 0 for i in range(len(codes))]
+    def fake_run(jobs, timeout=2.0):
+        seen["programs"] = [program for program, _ in jobs]
+        return every_other_passes(jobs)
 
     monkeypatch.setattr(llm_rl, "generate", fake_generate)
-    monkeypatch.setattr(llm_rl, "run_completions", fake_run)
+    monkeypatch.setattr(llm_rl, "run_tests_batch", fake_run)
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
     tokenizer.chat_template = CHAT_TEMPLATE
     pool = [t for t in tasks if t.split == "train"][:2]
@@ -168,8 +179,8 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
                               group_size=2, progress=False)
     assert all(p.startswith("<|user|>Complete this Python function") and p.endswith("<|assistant|>")
                for p in seen["prompts"])
-    assert len(seen["codes"]) == 4 and all(c.startswith("def ") and "print(" not in c and "Sure" not in c
-                                           for c in seen["codes"])
+    assert len(seen["programs"]) == 4 and all("(*args):\n    return " in p and "print(" not in p and "Sure" not in p
+                                              for p in seen["programs"])
     assert history[0]["nonzero_advantages"] == 4
     after_lora, after_frozen = lora_and_frozen(model)
     assert any(not torch.equal(lora[n], after_lora[n]) for n in lora)

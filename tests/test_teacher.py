@@ -12,6 +12,7 @@ from course_lib import teacher as te
 from course_lib import trainer as tr
 from course_lib.checkpoints import load_checkpoint
 from course_lib.pretrain import Example, find_leaks
+from course_lib.rollout import evaluate_actions
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
@@ -100,7 +101,7 @@ def test_teacher_rows_start_at_ratio_one_and_merge_cleanly(pretrained):
     programs = te.draw_teacher(pool, 5, np.random.default_rng(0))
     assert len(programs) == 5 and len(te.draw_teacher(pool, 10**6, np.random.default_rng(0))) == len(pool)
     ro = te.teacher_rollout(model, tok, tasks_by_id, programs, allowed=allowed, temperature=1.5)
-    new, _, values = tr.evaluate_actions(model, ro.prompts, ro.prompt_index, ro.actions, ro.mask,
+    new, _, values = evaluate_actions(model, ro.prompts, ro.prompt_index, ro.actions, ro.mask,
                                          allowed=allowed, temperature=1.5)
     assert torch.allclose((new - ro.logprobs).exp()[ro.mask.bool()], torch.ones(()), atol=1e-5)  # ratio = 1
     assert torch.isfinite(ro.logprobs).all() and (ro.logprobs <= 0).all()
@@ -108,7 +109,7 @@ def test_teacher_rows_start_at_ratio_one_and_merge_cleanly(pretrained):
     # merged with a second batch, every row reads back the same log-probabilities
     other = te.teacher_rollout(model, tok, tasks_by_id, programs[:2], allowed=allowed, temperature=1.5)
     merged = te.merge_rollouts(other, ro, tok.pad_id)
-    again, _, _ = tr.evaluate_actions(model, merged.prompts, merged.prompt_index, merged.actions, merged.mask,
+    again, _, _ = evaluate_actions(model, merged.prompts, merged.prompt_index, merged.actions, merged.mask,
                                       allowed=allowed, temperature=1.5)
     assert torch.allclose(again, merged.logprobs, atol=1e-5)
     assert merged.actions.shape[0] == 7 and len(merged.episodes) == 7

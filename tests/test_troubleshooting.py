@@ -65,7 +65,7 @@ def test_memory_grows_with_the_minibatch_not_the_update():
     minibatch_size (not episodes_per_update) is the fix; the setting is checked against the batch."""
     with pytest.raises(ConfigError, match="minibatch_size"):
         PPOConfig(episodes_per_update=32, minibatch_size=64)
-    from course_lib.trainer import evaluate_actions
+    from course_lib.rollout import evaluate_actions
     model, tok = tiny_model()
     allowed = torch.ones(len(tok), dtype=torch.bool)
     sizes = {}

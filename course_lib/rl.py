@@ -1,0 +1,153 @@
+"""The RL core: one update for every policy, the GRU of chapters 5-8 and the LoRA language model of 10-11.
+
+An update learns from a `course_lib.rollout.Rollout` (the sampled ids, their log-probabilities
+under the policy that sampled them, the critic's values if any, and each episode's reward on
+its last token), whichever policy wrote it:
+
+    Policy        what the core asks of a policy: score(ro, rows) -> log pi(a_t), entropy, V(s_t) of the
+                  rollout's own ids, with gradients; reference_logprobs(ro, rows) for a KL term
+    advantages    per-token advantages and returns, by one of three estimators:
+                      "gae"    GAE(gamma, lambda) from the critic's values (PPO with a critic)
+                      "batch"  R - the batch's mean reward, optionally divided by its std (REINFORCE, PPO without a critic)
+                      "group"  R - the mean of its prompt's group, divided by the group's std (GRPO)
+    learn         epochs of minibatches of one loss: PPO's clipped surrogate (or REINFORCE's -A log p)
+                  + value loss + entropy bonus + KL to a reference + whatever extra terms the caller adds
+
+`course_lib.trainer.PPOTrainer.step` (the GRU) and `course_lib.llm_rl.update` (the language model)
+both call `advantages` and `learn`: a chapter swaps the policy, never the loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+import numpy as np
+import torch
+
+from course_lib.pg import reinforce_loss
+from course_lib.ppo import compute_gae, group_advantages, normalize_advantages, ppo_loss
+from course_lib.rollout import Rollout
+
+ESTIMATORS = ("gae", "batch", "group")
+LOSSES = ("clip", "reinforce")
+
+
+class Policy(Protocol):
+    """A policy the core can train. rows index the rollout's episodes; every tensor returned is
+    [len(rows), T], T = the longest of those episodes, and 0 on padding."""
+
+    def score(self, ro: Rollout, rows: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor | None, torch.Tensor | None]:
+        """log pi(a_t | s_t) of the ids in ro.actions (with gradients), the entropy H_t (or None) and V(s_t) (or None)."""
+
+    def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
+        """log pi_ref(a_t | s_t) under the frozen reference policy, without gradients."""
+
+
+# =====================================================================================
+# Advantages: from a rollout's rewards (and values) to one number per token
+# =====================================================================================
+
+def advantages(ro: Rollout, estimator: str, *, gamma: float = 1.0, lam: float = 0.95, group_size: int = 1,
+               normalise: bool = True, min_std: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns), each [B, T] and 0 on padding.
+
+    gae    GAE on ro.rewards and ro.values (bootstrapped by ro.bootstrap); normalise: over the batch's tokens
+    batch  each episode's reward R minus the batch mean (normalise: divided by the batch's std), on every token
+    group  R minus the mean of its group of group_size consecutive episodes (the same prompt), divided
+           by the group's std (floored at min_std), on every token
+    The returns are the critic's targets: GAE's, or R on every token.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
+    mask = ro.mask
+    if estimator == "gae":
+        adv, returns = compute_gae(ro.rewards, ro.values, mask, gamma=gamma, lam=lam, bootstrap_values=ro.bootstrap)
+        return (normalize_advantages(adv, mask) if normalise else adv), returns
+    episode_reward = ro.rewards.sum(1)  # the reward sits on each episode's last token
+    per_episode = episode_advantages(episode_reward, estimator, group_size=group_size, normalise=normalise,
+                                     min_std=min_std)
+    return per_episode[:, None] * mask, episode_reward[:, None] * mask
+
+
+def episode_advantages(rewards: torch.Tensor, estimator: str, *, group_size: int = 1, normalise: bool = True,
+                       min_std: float = 0.0) -> torch.Tensor:
+    """One advantage per episode from one reward per episode: "batch" (R - the batch's mean, normalise: / its
+    std) or "group" (R - its group's mean, / the group's std; groups of group_size consecutive episodes)."""
+    if estimator not in ("batch", "group"):
+        raise ValueError(f"{estimator!r} needs per-token values: episode advantages are 'batch' or 'group'")
+    size = rewards.numel() if estimator == "batch" else group_size
+    return group_advantages(rewards, size, normalise=normalise, min_std=min_std)
+
+
+# =====================================================================================
+# Learning: epochs of minibatches of one loss
+# =====================================================================================
+
+@dataclass(frozen=True)
+class LossSettings:
+    """How `learn` turns one rollout into gradient steps."""
+    loss: str = "clip"                  # "clip": PPO's clipped surrogate; "reinforce": -A * log pi(episode)
+    epochs: int = 2                     # passes over the rollout ("reinforce": 1, since the data is on-policy once)
+    minibatch_size: int | None = None   # episodes per gradient step; None: all of them
+    clip_eps: float = 0.2               # PPO's ratio clip
+    critic: bool = False                # train the policy's value head on the returns
+    value_clip_eps: float | None = 0.2  # clip the critic's move around the rollout's values; None: unclipped
+    vf_coef: float = 0.5                # weight of the value loss
+    ent_coef: float = 0.0               # weight of the entropy bonus
+    kl_coef: float = 0.0                # weight of KL(pi || pi_ref); > 0 asks the policy for reference_logprobs
+    target_kl: float | None = None      # stop the epochs once approx-KL passes this; None: never
+    max_grad_norm: float = 1.0          # global gradient-norm clip
+    scale: float = 1.0                  # weight of the whole RL loss (chapter 8's ablation sets 0)
+
+    def __post_init__(self):
+        if self.loss not in LOSSES:
+            raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
+        if self.epochs < 1:
+            raise ValueError(f"epochs must be at least 1, got {self.epochs}")
+
+
+def rl_loss(new_logprobs, entropy, new_values, ro: Rollout, rows, adv, returns, ref_logprobs, s: LossSettings):
+    """The RL part of the loss on one minibatch (all tensors cut to the minibatch's length T), and its diagnostics."""
+    T = new_logprobs.shape[1]
+    mask = ro.mask[rows, :T]
+    if s.loss == "reinforce":
+        loss = reinforce_loss(new_logprobs, adv[rows, :T], mask=mask)
+        return loss, {"policy_loss": loss.item(), "loss": loss.item()}
+    return ppo_loss(new_logprobs, ro.logprobs[rows, :T], adv[rows, :T], mask, clip_eps=s.clip_eps,
+                    new_values=new_values if s.critic else None, old_values=ro.values[rows, :T],
+                    returns=returns[rows, :T], value_clip_eps=s.value_clip_eps, entropy=entropy,
+                    vf_coef=s.vf_coef, ent_coef=s.ent_coef, ref_logprobs=ref_logprobs, kl_coef=s.kl_coef)
+
+
+def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor, s: LossSettings, optimizer,
+          params, rng: np.random.Generator, *, add_terms: Callable[[torch.Tensor, dict], torch.Tensor] | None = None,
+          backward: Callable[[torch.Tensor], None] | None = None) -> tuple[list[dict], int, bool]:
+    """Epochs of minibatches of the loss; returns (each minibatch's diagnostics, epochs done, stopped early).
+
+    Each epoch visits the episodes in a new random order (rng), minibatch_size at a time (rows kept
+    sorted). add_terms(loss, diagnostics) -> the loss with extra terms added (behaviour cloning,
+    self-imitation, SFT on a teacher's answers), writing their diagnostics; backward(loss) replaces loss.backward()
+    (a multi-process run averages gradients there). The epochs stop early when approx-KL > target_kl.
+    """
+    B = ro.actions.shape[0]
+    size = s.minibatch_size or B
+    logs: list[dict] = []
+    for epoch in range(1 if s.loss == "reinforce" else s.epochs):
+        order = rng.permutation(B)
+        for start in range(0, B, size):
+            rows = torch.as_tensor(np.sort(order[start:start + size]))
+            new_logprobs, entropy, new_values = policy.score(ro, rows)
+            ref_logprobs = policy.reference_logprobs(ro, rows) if s.kl_coef > 0 else None
+            loss, mb = rl_loss(new_logprobs, entropy, new_values, ro, rows, adv, returns, ref_logprobs, s)
+            loss = s.scale * loss
+            if add_terms is not None:
+                loss = add_terms(loss, mb)
+            optimizer.zero_grad()
+            (backward or torch.Tensor.backward)(loss)
+            mb["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm))
+            optimizer.step()
+            logs.append(mb)
+            if s.target_kl is not None and mb.get("approx_kl", 0.0) > s.target_kl:
+                return logs, epoch, True  # the policy moved too far from the one that collected the data
+    return logs, epoch + 1, False

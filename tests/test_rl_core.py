@@ -1,0 +1,122 @@
+"""The RL core (course_lib.rl): one update for both policies, the GRU and the language model.
+
+What is checked: both go through the same `rl.learn` (a chapter swaps the policy, never the loop);
+the language model scores exactly the ids it sampled; the advantage estimators by hand.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+import torch
+
+from course_lib import llm_rl, rl
+from course_lib.ppo import compute_gae, normalize_advantages
+from course_lib.rollout import Rollout
+from course_lib.trainer import PPOConfig, PPOTrainer
+
+GRU_RUN = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=1, episodes_per_update=8, episodes_per_task=2,
+               minibatch_size=4, epochs=2, max_new_tokens=12, eval_every=0, explore_episodes=0, teacher_batch_size=4)
+
+
+def spy_on_learn(monkeypatch) -> list:
+    """Replace rl.learn by a wrapper that records which policy class each call trained."""
+    calls, real = [], rl.learn
+
+    def recording(policy, *args, **kwargs):
+        calls.append(type(policy).__name__)
+        return real(policy, *args, **kwargs)
+
+    monkeypatch.setattr(rl, "learn", recording)
+    return calls
+
+
+def test_the_gru_and_the_language_model_go_through_the_same_update(small_dir, tasks, monkeypatch):
+    calls = spy_on_learn(monkeypatch)
+    PPOTrainer(PPOConfig(**GRU_RUN), None, progress=False).train()            # chapter 6's loop
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)      # chapter 10's
+    for method in llm_rl.METHODS:
+        llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split == "train"], method=method, steps=1,
+                        prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
+    assert calls == ["GRUActor", "LMActor", "LMActor", "LMActor", "LMActor"]
+
+
+def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
+    """The rollout keeps the sampled ids; their log-probabilities, read in one padded batch, equal those of
+    each prompt + ids read alone (no re-tokenisation of the text, no padding or position error)."""
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    config = llm_rl.RLConfig(group_size=3, max_new_tokens=10, temperature=1.0).check()
+    pool = [t for t in tasks if t.split == "train"][:3]
+    ro = llm_rl.rollout(model, tokenizer, pool, config, seed=0)
+    assert ro.actions.shape[0] == 9 and len(ro.episodes) == 9
+    for i, episode in enumerate(ro.episodes):
+        n = int(ro.mask[i].sum())
+        assert ro.actions[i, :n].tolist() == episode.actions and n >= 1
+        prompt = ro.prompts[int(ro.prompt_index[i])]
+        with torch.no_grad():
+            logits = model(input_ids=torch.tensor([prompt + episode.actions])).logits[0].float()
+        by_hand = torch.log_softmax(logits[len(prompt) - 1:len(prompt) - 1 + n], -1)
+        by_hand = by_hand.gather(-1, torch.tensor(episode.actions)[:, None]).squeeze(-1)
+        assert torch.allclose(ro.logprobs[i, :n], by_hand, atol=1e-4)
+        assert torch.all(ro.logprobs[i, n:] == 0)
+        assert ro.rewards[i, n - 1] == pytest.approx(episode.reward) and ro.rewards[i].sum() == pytest.approx(episode.reward)
+    actor = llm_rl.LMActor(model, tokenizer, config.temperature)
+    rows = torch.tensor([1, 4, 8])
+    logprobs, entropy, values = actor.score(ro, rows)
+    assert torch.allclose(logprobs, ro.logprobs[rows, :logprobs.shape[1]], atol=1e-5) and values is None
+
+
+def test_advantage_estimators_by_hand():
+    B, T = 4, 3
+    mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float32)
+    rewards = torch.zeros(B, T)
+    final = torch.tensor([1.0, 0.0, 0.5, 0.0])
+    rewards[torch.arange(B), mask.sum(1).long() - 1] = final
+    values = torch.rand(B, T) * mask
+    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
+                 actions=torch.zeros(B, T, dtype=torch.long), logprobs=torch.zeros(B, T), values=values, mask=mask,
+                 rewards=rewards, bootstrap=torch.zeros(B))
+    adv, returns = rl.advantages(ro, "gae", gamma=1.0, lam=0.9)
+    gae, gae_returns = compute_gae(rewards, values, mask, gamma=1.0, lam=0.9)
+    assert torch.allclose(adv, normalize_advantages(gae, mask)) and torch.allclose(returns, gae_returns)
+    adv, returns = rl.advantages(ro, "batch", normalise=False)
+    assert torch.allclose(adv, (final - final.mean())[:, None] * mask) and torch.allclose(returns, final[:, None] * mask)
+    adv, _ = rl.advantages(ro, "group", group_size=2)
+    first = (final[:2] - final[:2].mean()) / (final[:2].std(unbiased=False) + 1e-6)
+    assert torch.allclose(adv[:2, 0], first) and torch.allclose(adv[2:, 0], torch.tensor([1.0, -1.0]), atol=1e-4)
+    with pytest.raises(ValueError, match="unknown advantage estimator"):
+        rl.advantages(ro, "vtrace")
+    with pytest.raises(ValueError, match="unknown loss"):
+        rl.LossSettings(loss="dpo")
+
+
+def test_learn_stops_its_epochs_once_the_policy_moves_too_far():
+    """target_kl: the epochs stop at the first minibatch whose approx-KL passes it (here a tiny bound)."""
+    torch.manual_seed(0)
+
+    class Bandit(torch.nn.Module):  # a one-step policy over 5 actions: the smallest thing the core can train
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.zeros(5))
+
+        def score(self, ro, rows):
+            logp = torch.log_softmax(self.logits, -1)[ro.actions[rows, :1]]
+            return logp, None, None
+
+        def reference_logprobs(self, ro, rows):
+            raise AssertionError("no KL term was asked for")
+
+    policy = Bandit()
+    B = 8
+    actions = torch.arange(B)[:, None] % 5
+    rewards = (actions == 3).float()
+    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
+                 actions=actions, logprobs=torch.full((B, 1), float(np.log(0.2))), values=torch.zeros(B, 1),
+                 mask=torch.ones(B, 1), rewards=rewards, bootstrap=torch.zeros(B))
+    adv, returns = rl.advantages(ro, "batch")
+    optimizer = torch.optim.SGD(policy.parameters(), lr=5.0)
+    settings = rl.LossSettings(epochs=10, minibatch_size=4, target_kl=1e-3)
+    logs, epochs_done, early = rl.learn(policy, ro, adv, returns, settings, optimizer, list(policy.parameters()),
+                                        np.random.default_rng(0))
+    assert early and epochs_done < 10 and logs[-1]["approx_kl"] > 1e-3
+    assert policy.logits.argmax().item() == 3  # the rewarded action is now the likeliest
