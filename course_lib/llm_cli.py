@@ -55,6 +55,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--resume", action="store_true",
+                        help="RL: continue the run in --out from its rl_state.pt (written after every step; "
+                             "the same options), ending as an uninterrupted run would")
     add_rl_arguments(parser.add_argument_group("reinforcement learning (--method reinforce, ppo, grpo, teacher-grpo)"))
     parser.set_defaults(func=main)
 
@@ -64,8 +67,14 @@ def prepare_run(args) -> Path:
     if args.n_samples < 10:
         raise ValueError(f"--n-samples must be at least 10 (the pass rates are estimated from it), got {args.n_samples}")
     out = Path(args.out)
-    if (out / "metrics.jsonl").exists():
-        raise FileExistsError(f"{out} already holds a run (metrics.jsonl); choose another --out")
+    if getattr(args, "resume", False) and args.method == "sft":
+        raise ValueError("--resume continues an RL run; an SFT run is short: start it again")
+    if (out / "metrics.jsonl").exists() and not getattr(args, "resume", False):
+        raise FileExistsError(f"{out} already holds a run (metrics.jsonl); choose another --out, "
+                              "or pass --resume to continue an RL run there")
+    if (out / "rl_state.pt").exists() and not getattr(args, "resume", False):
+        raise FileExistsError(f"{out} holds an unfinished RL run (rl_state.pt); pass --resume to continue it, "
+                              "or choose another --out")
     out.mkdir(parents=True, exist_ok=True)
     if args.threads:
         torch.set_num_threads(args.threads)
@@ -208,7 +217,7 @@ def run_rl(args) -> dict:
                                    alpha=args.alpha, targets=args.targets, seed=args.seed)
     tasks = load_tasks()
     history = train_rl(model, tokenizer, [t for t in tasks if t.split != "test"], config, teacher=teacher,
-                       progress=not args.no_progress)
+                       progress=not args.no_progress, state_file=Path(args.out) / "rl_state.pt", resume=args.resume)
     return finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
                           rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,
                           rl_config=asdict(config))

@@ -461,7 +461,8 @@ def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params
 
 
 def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher: Teacher | None = None,
-             eval_fn=None, eval_every: int = 0, progress: bool = True, accelerator=None, **overrides) -> list[dict]:
+             eval_fn=None, eval_every: int = 0, progress: bool = True, accelerator=None, state_file=None,
+             resume: bool = False, stop_after: int | None = None, **overrides) -> list[dict]:
     """Train model's LoRA parameters with config.method on the rollout tasks; one dict per step.
 
     tasks: the rollout pool (train and val tasks; only the splits in config.splits are used,
@@ -471,6 +472,10 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     the loss. eval_fn(model) -> dict runs every eval_every steps and after the last.
     accelerator: an `accelerate.Accelerator` (chapter 11) for backward, which then averages the adapter's
         gradients over the processes; generation uses the unwrapped model.
+    state_file: where everything the next step depends on is saved after every step (the adapter, the
+        value head, AdamW's moments, the random generators, the task order, the rows so far); with
+        resume=True a run that finds it there continues from it, and ends as an uninterrupted run would.
+    stop_after: stop once this many steps are done (to be resumed later).
     Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
     the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
     """
@@ -504,14 +509,19 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
             teacher_by_prompt.setdefault(e.prompt, []).append(e)
 
     torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)
+    rng = random.Random(config.seed)  # the order in which the pool's tasks are drawn
     learn_rng = np.random.default_rng(config.seed)  # the order of each epoch's minibatches
     optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
     if accelerator is not None:
         optimizer = accelerator.prepare(optimizer)
     order: list = []
-    history = []
-    for step in tqdm(range(1, config.steps + 1), desc=config.method, disable=not progress, unit="step"):
+    history: list[dict] = []
+    state = RunState(model, value_head, optimizer, rng, learn_rng, config)
+    if resume and state_file is not None and Path(state_file).exists():
+        order, history = state.load(state_file, {t.id: t for t in pool})
+    last = config.steps if stop_after is None else min(config.steps, stop_after)
+    for step in tqdm(range(len(history) + 1, last + 1), desc=config.method, disable=not progress, unit="step",
+                     initial=len(history), total=config.steps):
         start = time.perf_counter()
         chosen = []
         while len(chosen) < min(config.prompts_per_step, len(pool)):
@@ -539,7 +549,50 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
         if eval_fn is not None and (step == config.steps or (eval_every and step % eval_every == 0)):
             row.update(eval_fn(policy))
         history.append(row)
+        if state_file is not None:
+            state.save(state_file, order, history)
     return history
+
+
+class RunState:
+    """What a step of `train_rl` depends on, saved to and loaded from one file (an atomic replace)."""
+
+    def __init__(self, model, value_head, optimizer, rng: random.Random, learn_rng: np.random.Generator,
+                 config: RLConfig):
+        self.model, self.value_head, self.optimizer = model, value_head, optimizer
+        self.rng, self.learn_rng, self.config = rng, learn_rng, config
+
+    def save(self, path, order: list, history: list[dict]) -> None:
+        state = {"config": asdict(self.config), "history": history, "order": [t.id for t in order],
+                 "trainable": {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad},
+                 "value_head": self.value_head.state_dict() if self.value_head is not None else None,
+                 "optimizer": self.optimizer.state_dict(), "rng": self.rng.getstate(),
+                 "learn_rng": self.learn_rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
+        path = Path(path)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        torch.save(state, path.with_suffix(".tmp"))
+        path.with_suffix(".tmp").replace(path)  # a crash mid-write leaves the previous state
+
+    def load(self, path, tasks_by_id: dict) -> tuple[list, list[dict]]:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
+        saved = {k: tuple(v) if isinstance(v, list) else v for k, v in state["config"].items()}
+        now = asdict(self.config)
+        changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+        if changed:
+            raise ValueError(f"{path} was written by a run with other settings: "
+                             + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items())
+                             + ". Resume with the same settings, or start a new run.")
+        named = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state["trainable"].items():
+                named[name].copy_(value)
+        if self.value_head is not None:
+            self.value_head.load_state_dict(state["value_head"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.rng.setstate(state["rng"])
+        self.learn_rng.bit_generator.state = state["learn_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        return [tasks_by_id[i] for i in state["order"]], state["history"]
 
 
 def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,

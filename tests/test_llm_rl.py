@@ -334,6 +334,7 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
     assert report["method"] == "teacher-grpo" and report["rl_config"]["group_size"] == 2
     assert "avg_gen_len" in report and "val_greedy_pass@1" in report
     assert (out / "adapter" / "adapter_config.json").exists()
+    assert (out / "rl_state.pt").exists()  # what --resume continues from
 
 
 @pytest.mark.parametrize("options, message", [
@@ -346,6 +347,7 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
     (["--method", "teacher-grpo", "--style", "chat", "--teacher-url", "http://localhost:1", "--teacher-model", "m"],
      "use the offline teacher"),
     (["--method", "grpo", "--style", "chat", "--init-adapter", "none"], "the chat style needs the tokenizer"),
+    (["--method", "sft", "--resume"], "--resume continues an RL run"),
 ])
 def test_command_line_rejects_bad_options(small_dir, tmp_path, capsys, options, message):
     code = cli(["llm", *options, "--model-name", str(small_dir), "--out", str(tmp_path / "x"), "--no-progress"])

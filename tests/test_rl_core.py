@@ -120,3 +120,32 @@ def test_learn_stops_its_epochs_once_the_policy_moves_too_far():
                                         np.random.default_rng(0))
     assert early and epochs_done < 10 and logs[-1]["approx_kl"] > 1e-3
     assert policy.logits.argmax().item() == 3  # the rewarded action is now the likeliest
+
+
+@pytest.mark.parametrize("method", ["ppo", "teacher-grpo"])
+def test_a_resumed_language_model_run_equals_an_uninterrupted_one(small_dir, tasks, tmp_path, method):
+    """Stopped after one step and resumed from its state file, a run ends where one run of three steps ends:
+    the same rows and the same adapter (and value head, for PPO). Chapter 6's GRU: tests/test_trainer.py."""
+    pool = [t for t in tasks if t.split != "test"]
+    settings = dict(method=method, steps=3, prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
+
+    def trainable(model):
+        return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
+
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    whole = llm_rl.train_rl(model, tokenizer, pool, **settings)
+    expected = trainable(model)
+
+    state = tmp_path / "rl_state.pt"
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    first = llm_rl.train_rl(model, tokenizer, pool, state_file=state, stop_after=1, **settings)
+    assert len(first) == 1 and state.exists()
+    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)  # a fresh process, as after a crash
+    resumed = llm_rl.train_rl(model, tokenizer, pool, state_file=state, resume=True, **settings)
+    drop = ("seconds",)
+    assert [{k: v for k, v in r.items() if k not in drop} for r in resumed] == \
+        [{k: v for k, v in r.items() if k not in drop} for r in whole]
+    got = trainable(model)
+    assert all(torch.equal(expected[n], got[n]) for n in expected)
+    with pytest.raises(ValueError, match="lr was 0.001, now 0.002"):
+        llm_rl.train_rl(model, tokenizer, pool, state_file=state, resume=True, **{**settings, "lr": 2e-3})
