@@ -48,9 +48,9 @@ def main(argv: list[str] | None = None) -> int:
         "eval", help="evaluate a checkpoint greedily on the course's tasks or a folder of task files")
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("ppo", "eval"):  # their options need torch: import it only for them
-        from course_lib import trainer
-        trainer.add_arguments(ppo)
-        trainer.add_eval_arguments(evaluate)
+        from course_lib import ppo_cli
+        ppo_cli.add_arguments(ppo)
+        ppo_cli.add_eval_arguments(evaluate)
     llm = commands.add_parser(
         "llm", help="LoRA SFT or RL (reinforce, ppo, grpo, teacher-grpo) of a transformer coder into --out "
                     "(metrics.jsonl, adapter/, eval.json)",

@@ -18,7 +18,8 @@ from typing import Sequence
 import torch
 
 from course_lib import llm
-from course_lib.evaluation import CHAT, STYLES, evaluate
+from course_lib.config import add_options, from_options
+from course_lib.evaluation import evaluate
 from course_lib.llm import (DEEPSEEK_CODER_1_3B, LORA_TARGETS, SMOLLM2, TINY, add_lora, load_model, parameter_count,
                             save_adapter, sft, sft_examples, trainable_parameter_count)
 from course_lib.llm_rl import HTTPTeacher, RLConfig, load_policy, train_rl
@@ -138,57 +139,38 @@ def main(args) -> int:
 # -----------------------------------------------------------------------------
 # command line: python -m course_lib llm --method {reinforce,ppo,grpo,teacher-grpo} ... (options added to llm's)
 
+# The RL options are RLConfig's fields (course_lib.config.add_options), except those the `llm` command
+# shares with SFT and evaluation (given by hand above) and group_size, whose default depends on the method.
+SHARED_WITH_SFT = ("method", "steps", "prompts_per_step", "lr", "max_new_tokens", "seed", "group_size")
+RL_OPTION_NAMES = {"temperature": "rollout_temperature", "splits": "rollout_splits"}  # --temperature: evaluation's
+
+
 def add_rl_arguments(group) -> None:
-    d = RLConfig()
     group.add_argument("--init-adapter", default="auto",
                        help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
                             "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
     group.add_argument("--group-size", type=int, default=None,
                        help="samples per prompt [reinforce/ppo 1 (the DeepSeek-Coder LoRA-RL report), grpo/teacher-grpo 4]")
-    group.add_argument("--rollout-temperature", type=float, default=d.temperature,
-                       help=f"sampling temperature of the rollouts [{d.temperature}]")
-    group.add_argument("--length-alpha", type=float, default=d.length_alpha,
-                       help=f"the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100 [{d.length_alpha}]")
-    group.add_argument("--clip-eps", type=float, default=d.clip_eps, help=f"PPO clip range [{d.clip_eps}]")
-    group.add_argument("--min-std", type=float, default=d.min_std,
-                       help=f"floor of the std that normalises advantages (ppo, grpo) [{d.min_std}]")
-    group.add_argument("--epochs", type=int, default=d.epochs,
-                       help=f"passes over each rollout batch (ppo, grpo, teacher-grpo) [{d.epochs}]")
-    group.add_argument("--kl-coef", type=float, default=d.kl_coef,
-                       help=f"KL penalty towards the starting policy (grpo, teacher-grpo) [{d.kl_coef}]")
-    group.add_argument("--teacher-sft-weight", type=float, default=d.teacher_sft_weight,
-                       help=f"weight of SFT on the teacher's answers (teacher-grpo) [{d.teacher_sft_weight}]")
-    group.add_argument("--self-sft-weight", type=float, default=d.self_sft_weight,
-                       help=f"weight of SFT on the best passing own samples (teacher-grpo) [{d.self_sft_weight}]")
     group.add_argument("--teacher-url", default=None,
                        help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
                             "solutions (OfflineTeacher)")
     group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
-    group.add_argument("--style", choices=STYLES + (CHAT,), default=d.style,
-                       help="prompt format: the task's prompt, the teacher-guided GRPO README's <think> + ```python "
-                            "instruction, or the model's chat template (an instruct model such as "
-                            "smollm2-135m-instruct) [completion]")
-    group.add_argument("--rollout-splits", nargs="+", default=list(d.splits),
-                       help="whose tests give the rewards (train, val; never test) [train val]")
+    add_options(group, RLConfig, skip=SHARED_WITH_SFT, rename=RL_OPTION_NAMES)
 
 
 def config_from_args(args) -> RLConfig:
-    """RLConfig from the command line, with method-dependent defaults and clear errors."""
+    """RLConfig from the command line: its defaults, the RL options given, the shared ones, clear errors."""
     if args.no_prompt_mask:
         raise ValueError("--no-prompt-mask is an SFT option; RL always scores only what the model wrote")
     if args.method != "teacher-grpo" and (args.teacher_url or args.teacher_model):
         raise ValueError(f"--teacher-url/--teacher-model serve --method teacher-grpo, not {args.method}")
     if bool(args.teacher_url) != bool(args.teacher_model):
         raise ValueError("--teacher-url and --teacher-model go together (the server needs the model's name)")
-    group_size = args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)
-    return RLConfig(method=args.method, steps=20 if args.steps is None else args.steps,
-                    prompts_per_step=args.batch_size, group_size=group_size,
-                    lr=1e-3 if args.lr is None else args.lr, temperature=args.rollout_temperature,
-                    max_new_tokens=args.max_new_tokens, length_alpha=args.length_alpha, clip_eps=args.clip_eps,
-                    min_std=args.min_std,
-                    epochs=args.epochs, kl_coef=args.kl_coef, teacher_sft_weight=args.teacher_sft_weight,
-                    self_sft_weight=args.self_sft_weight, style=args.style, splits=tuple(args.rollout_splits),
-                    seed=args.seed).check()
+    shared = {"method": args.method, "steps": RLConfig.steps if args.steps is None else args.steps,
+              "prompts_per_step": args.batch_size, "lr": RLConfig.lr if args.lr is None else args.lr,
+              "max_new_tokens": args.max_new_tokens, "seed": args.seed,
+              "group_size": args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)}
+    return from_options(RLConfig, args, shared, skip=SHARED_WITH_SFT, rename=RL_OPTION_NAMES)
 
 
 def resolve_init_adapter(value: str, model_name: str):

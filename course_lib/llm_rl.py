@@ -45,11 +45,11 @@ import numpy as np
 import torch
 
 from course_lib import llm, rl
+from course_lib.config import Config, option, require
 from course_lib.env import Episode
 from course_lib.evaluation import (CHAT, STYLES, answer_code, extract_completion, format_prompt, format_response,
                                    generate, prompt_for, run_completions, stop_sequences_for)
 from course_lib.llm import _to, encode_prompt, sft_batch
-from course_lib.ppo import group_advantages
 from course_lib.pretrain import IGNORE_INDEX, Example, held_out_solutions
 from course_lib.progress import tqdm
 from course_lib.rollout import Rollout
@@ -63,48 +63,51 @@ ROLLOUT_SPLITS = ("train", "val")
 # configuration: every knob of the loop in one place
 
 @dataclass
-class RLConfig:
-    method: str = "grpo"               # one of METHODS
-    steps: int = 10                    # optimiser rounds (one rollout batch each)
-    prompts_per_step: int = 8          # tasks per rollout batch
-    group_size: int = 4                # samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO
-    lr: float = 1e-3                   # AdamW learning rate of the adapter
-    temperature: float = 0.8           # rollout sampling temperature (> 0); log-probs use the same T
-    max_new_tokens: int = 64           # rollout generation limit
-    length_alpha: float = 0.01         # the DeepSeek-Coder LoRA-RL report: R = pass - alpha * tokens / 100
-    min_std: float = 0.0               # floor of the std that normalises advantages (ppo, grpo); 0 = the textbook formula
-    clip_eps: float = 0.2              # PPO's clip range (ppo, grpo, teacher-grpo)
-    epochs: int = 2                    # passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1
-    gae_lambda: float = 0.95           # PPO's GAE lambda (ppo: the value head's advantages, gamma = 1)
-    vf_coef: float = 0.5               # weight of the value head's loss (ppo)
-    kl_coef: float = 0.05              # weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO README: 0.05)
-    teacher_sft_weight: float = 0.3    # the teacher-guided GRPO README's w_t (teacher-grpo)
-    self_sft_weight: float = 0.2       # the teacher-guided GRPO README's w_s (teacher-grpo)
-    style: str = "completion"          # prompt format: "completion", "instruct" (<think> + ```python) or "chat" (the model's template)
-    splits: tuple = ROLLOUT_SPLITS     # which tasks' tests give rewards (train and/or val)
-    timeout: float = 2.0               # sandbox seconds per program
-    clip_norm: float = 1.0             # gradient-norm clip
-    seed: int = 0
+class RLConfig(Config):
+    method: str = option("grpo", "the RL method", choices=METHODS)
+    steps: int = option(20, "optimiser rounds (one rollout batch each)")
+    prompts_per_step: int = option(8, "tasks per rollout batch")
+    group_size: int = option(4, "samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO")
+    lr: float = option(1e-3, "AdamW learning rate of the adapter (and of PPO's value head)")
+    temperature: float = option(0.8, "rollout sampling temperature (> 0); log-probabilities use the same T")
+    max_new_tokens: int = option(64, "rollout generation limit")
+    length_alpha: float = option(0.01, "the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100")
+    min_std: float = option(0.0, "floor of the std that normalises advantages (grpo); 0 = the textbook formula")
+    clip_eps: float = option(0.2, "PPO's clip range (ppo, grpo, teacher-grpo)")
+    epochs: int = option(2, "passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1")
+    gae_lambda: float = option(0.95, "PPO's GAE lambda (ppo: advantages from the value head, gamma = 1)")
+    vf_coef: float = option(0.5, "weight of the value head's loss (ppo)")
+    kl_coef: float = option(0.05, "weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO "
+                                  "README: 0.05)")
+    teacher_sft_weight: float = option(0.3, "the teacher-guided GRPO README's w_t: SFT on the teacher's answers "
+                                            "(teacher-grpo)")
+    self_sft_weight: float = option(0.2, "the teacher-guided GRPO README's w_s: SFT on the best passing own sample "
+                                         "of each group (teacher-grpo)")
+    style: str = option("completion", "prompt format: the task's prompt, the teacher-guided GRPO README's <think> + "
+                                      "```python instruction, or the model's chat template (an instruct model)",
+                        choices=STYLES + (CHAT,))
+    splits: tuple = option(ROLLOUT_SPLITS, "whose tests give the rewards (train, val; never test)")
+    timeout: float = option(2.0, "sandbox seconds per program")
+    clip_norm: float = option(1.0, "gradient-norm clip")
+    seed: int = option(0, "seed of the task order, the sampling and the minibatch order")
 
-    def check(self) -> "RLConfig":
-        if self.method not in METHODS:
-            raise ValueError(f"unknown RL method {self.method!r}; choose one of {METHODS}")
-        if self.style not in STYLES + (CHAT,):
-            raise ValueError(f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
+    def validate(self) -> None:
+        require(self.method in METHODS, f"unknown RL method {self.method!r}; choose one of {METHODS}")
+        require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
         for name in ("steps", "prompts_per_step", "group_size", "epochs", "max_new_tokens"):
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be at least 1, got {getattr(self, name)}")
-        if self.method in ("grpo", "teacher-grpo") and self.group_size < 2:
-            raise ValueError(f"{self.method} compares samples of the same prompt: group_size must be >= 2, "
-                             f"got {self.group_size}")
-        if not self.temperature > 0:
-            raise ValueError(f"rollouts must sample: temperature must be > 0, got {self.temperature}")
+            require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
+        require(self.method not in ("grpo", "teacher-grpo") or self.group_size >= 2,
+                f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
+        require(self.temperature > 0, f"rollouts must sample: temperature must be > 0, got {self.temperature}")
+        for name in ("lr", "clip_eps", "timeout", "clip_norm"):
+            require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        for name in ("length_alpha", "min_std", "vf_coef", "kl_coef", "teacher_sft_weight", "self_sft_weight"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         self.splits = tuple(self.splits)
         bad = [s for s in self.splits if s not in ROLLOUT_SPLITS]
-        if bad or not self.splits:
-            raise ValueError(f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
-                             f"got {self.splits}")
-        return self
+        require(not bad and self.splits, f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
+                                         f"got {self.splits}")
 
 
 # -----------------------------------------------------------------------------
@@ -479,8 +482,8 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     Each row: step, reward (mean), pass_rate and avg_len of the rollouts (rollout_train_pass_rate: of
     the samples of train tasks), groups_with_a_pass, and the loss's diagnostics.
     """
-    config = (config or RLConfig())
-    config = RLConfig(**{**asdict(config), **overrides}).check()
+    config = config or RLConfig()
+    config = config.replace(**overrides)  # validated: a bad setting fails here, before any work
     tasks = list(tasks)
     test_tasks = [t.id for t in tasks if t.split not in ROLLOUT_SPLITS]
     if test_tasks:

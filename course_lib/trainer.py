@@ -35,23 +35,34 @@ and resumed writes the same metrics as one that never stopped (CPU, same seed).
 from __future__ import annotations
 
 import copy
-import dataclasses
 import json
 import math
 import random
 import shutil
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
 import torch
 
 from course_lib import rl
+from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
+from course_lib.config import ConfigError
+from course_lib.env import action_alphabet
+from course_lib.explore import explore
+from course_lib.models import GRUConfig, GRUPolicy, generate
+from course_lib.plots import plot_training
 from course_lib.ppo import explained_variance, warmup_cosine
+from course_lib.ppo_config import PPOConfig
+from course_lib.pretrain import pretrain, pretraining_texts
+from course_lib.progress import tqdm
+from course_lib.rewards import BUILTIN_TERMS, ShapedReward
 from course_lib.rollout import GRUActor, TaskSampler, collect_rollout
-from course_lib.teacher import (BC_SCHEDULES, TEACHER_SOURCES, PassingPrograms, bc_weight, draw_teacher,
-                                merge_rollouts, teacher_losses, teacher_pool, teacher_rollout)
+from course_lib.sandbox import run_tests_batch
+from course_lib.tasks import load_tasks
+from course_lib.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses, teacher_pool,
+                                teacher_rollout)
+from course_lib.tokenizers import UnknownCharacterError, course_tokenizer
 
 STATE_FILE = "train_state.pt"        # everything needed to resume
 POLICY_FILE = "policy.pt"            # the trained policy, a course checkpoint (load_checkpoint reads it)
@@ -64,220 +75,6 @@ EVAL_FILE = "eval.json"
 TIMING_KEYS = ("wall_s", "rollout_s", "explore_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
 
 
-class ConfigError(ValueError):
-    """A hyperparameter has a value the trainer cannot use. The message says which and why."""
-
-
-# =====================================================================================
-# Hyperparameters: every knob in one place, each with its one-line help
-# =====================================================================================
-
-def _opt(default, help: str, type=None, choices=None):
-    return field(default=default, metadata={"help": help, "type": type or builtins_type(default),
-                                            "choices": choices})
-
-
-def builtins_type(value):
-    return {bool: bool, int: int, float: float, str: str}.get(type(value), str)
-
-
-@dataclass
-class PPOConfig:
-    # --- the run -----------------------------------------------------------------
-    seed: int = _opt(0, "seeds torch, numpy and python's random: same seed, same run (on CPU)")
-    pretrained: str | None = _opt(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
-    tasks_dir: str | None = _opt(None, "folder of task TOML files, or one .jsonl/.parquet file; none: the course's tasks/", str)
-    task_fields: str | None = _opt(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
-                                         "'prompt=question,solution=answer'", str)
-    rl_splits: str = _opt("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
-    threads: int = _opt(2, "torch CPU threads for the network (the sandbox runs between its steps, not beside "
-                           "them); two runs side by side on 2 cores: 1 each")
-    # --- pretraining (only when no --pretrained) ----------------------------------
-    hidden_dim: int | None = _opt(None, "GRU memory size; none: 256 when pretraining, the checkpoint's with --pretrained", int)
-    embed_dim: int | None = _opt(None, "size of each token's vector; none: 64 when pretraining, the checkpoint's", int)
-    pretrain_regime: str = _opt("memorise", "pretraining data, see course_lib.pretrain", choices=("memorise", "broad"))
-    pretrain_epochs: int = _opt(150, "passes over the pretraining data")
-    pretrain_lr: float = _opt(1e-2, "pretraining learning rate (cosine-decayed)")
-    pretrain_batch_size: int = _opt(64, "examples per pretraining batch (64: all 46 train tasks in one batch)")
-    # --- rollouts -------------------------------------------------------------------
-    updates: int = _opt(20, "number of PPO updates (rollout + learning) in the run")
-    episodes_per_update: int = _opt(128, "episodes sampled in lockstep per update (B)")
-    episodes_per_task: int = _opt(8, "episodes per drawn task (its prompt is read once for all of them)")
-    temperature: float = _opt(1.5, "sampling temperature of the rollout policy softmax(logits / T); > 1 explores more")
-    max_new_tokens: int = _opt(160, "an episode is truncated after this many tokens without <eos>")
-    unsolved_weight: float = _opt(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
-    min_task_weight: float = _opt(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
-    train_share: float = _opt(0.25, "task sampling: share of each update's tasks drawn from train (the rest: val)")
-    sandbox_timeout: float = _opt(2.0, "seconds one program may run in the sandbox")
-    reward: str = _opt("fraction=1", "reward terms and weights (chapter 7, course_lib.rewards), e.g. "
-                                     "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
-    # --- GAE ------------------------------------------------------------------------
-    gamma: float = _opt(1.0, "discount per token (1: a program is worth its reward however long)")
-    gae_lambda: float = _opt(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
-    critic: bool = _opt(True, "learn V(s) and build advantages from it by GAE; off: no value loss, V = 0, so "
-                              "every token's advantage is its episode's return (normalised: a batch baseline)")
-    bootstrap_truncated: bool = _opt(False, "add gamma * V(next state) after an episode cut by max_new_tokens "
-                                            "(off: CodeGenEnv pays the cut program in full at the cut)")
-    # --- the PPO loss ----------------------------------------------------------------
-    clip_eps: float = _opt(0.2, "policy clipping: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps]")
-    value_clip_eps: float | None = _opt(0.2, "value clipping around the rollout's values; none: unclipped", float)
-    ppo_coef: float = _opt(1.0, "weight of the whole PPO objective (clipped policy loss, value loss, entropy, KL); "
-                                "0 leaves behaviour cloning, self-imitation and exploration alone (an ablation)")
-    vf_coef: float = _opt(0.5, "weight of the value loss")
-    ent_coef: float = _opt(0.01, "weight of the entropy bonus (more: more exploration)")
-    norm_adv: bool = _opt(True, "normalise advantages to zero mean, unit variance per update")
-    kl_coef: float = _opt(0.0, "weight of KL(policy || frozen pretrained policy); 0: off")
-    # --- optimisation ---------------------------------------------------------------
-    epochs: int = _opt(2, "passes over each update's episodes")
-    minibatch_size: int = _opt(64, "episodes per gradient step")
-    lr: float = _opt(3e-3, "peak learning rate (Adam)")
-    warmup_updates: int = _opt(3, "updates of linear learning-rate warm-up")
-    min_lr_ratio: float = _opt(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
-    max_grad_norm: float = _opt(1.0, "global gradient-norm clipping")
-    target_kl: float | None = _opt(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float)
-    # --- teacher terms (chapter 8) -----------------------------------------------------
-    bc_coef: float = _opt(2.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
-    sil_coef: float = _opt(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
-    teacher_batch_size: int = _opt(32, "examples per gradient step for the two terms above")
-    sil_per_task: int = _opt(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
-    bc_schedule: str = _opt("constant", "how bc_coef fades over the updates", choices=BC_SCHEDULES)
-    bc_final: float = _opt(0.0, "with a fading bc_schedule: the last update's weight is bc_coef * bc_final")
-    teacher_source: str = _opt("off", "teacher episodes: train reference solutions, the pretrained policy's passing "
-                                       "greedy programs, or both", choices=TEACHER_SOURCES)
-    teacher_episodes: int = _opt(0, "teacher programs added to each update's batch as extra episodes (0: none)")
-    # --- exploration near the greedy program (course_lib.explore) ---------------------------
-    explore_episodes: int = _opt(512, "epsilon-greedy episodes per update on the val tasks no program has passed "
-                                      "yet; what passes goes to self-imitation, never to the PPO loss (0: none)")
-    explore_epsilon: float = _opt(0.03, "chance per token that an exploring episode leaves the greedy choice")
-    explore_temperature: float = _opt(1.0, "temperature of the token drawn when it leaves the greedy choice")
-    # --- logging and saving --------------------------------------------------------------
-    eval_every: int = _opt(5, "greedy pass rates on train and val every this many updates (0: never)")
-    save_every: int = _opt(10, "write train_state.pt every this many updates (and at the end)")
-    keep_checkpoints: int = _opt(0, "also keep each save as checkpoints/update_NNNN.pt, the last this many (0: none)")
-    plots: bool = _opt(True, "draw training.png (reward, pass rate, KL, entropy, clip fraction, EV) at the end")
-
-    def __post_init__(self):
-        self.validate()
-
-    # -- helpers ------------------------------------------------------------------------
-    def to_dict(self) -> dict:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_dict(cls, data: dict, where: str = "the config") -> "PPOConfig":
-        known = {f.name: f for f in dataclasses.fields(cls)}
-        unknown = sorted(set(data) - set(known))
-        if unknown:
-            raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
-        values = {}
-        for name, value in data.items():
-            values[name] = _coerce(known[name], value, where)
-        config = cls(**values)
-        config.validate()
-        return config
-
-    def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
-
-    @classmethod
-    def load(cls, path) -> "PPOConfig":
-        try:
-            data = json.loads(Path(path).read_text())
-        except FileNotFoundError:
-            raise ConfigError(f"config file {path} does not exist") from None
-        except json.JSONDecodeError as e:
-            raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
-        if not isinstance(data, dict):
-            raise ConfigError(f"config file {path}: expected a JSON object of settings")
-        return cls.from_dict(data, where=str(path))
-
-    def replace(self, **changes) -> "PPOConfig":
-        config = dataclasses.replace(self, **changes)
-        config.validate()
-        return config
-
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return tuple(s.strip() for s in self.rl_splits.split(",") if s.strip())
-
-    def validate(self) -> None:
-        def need(ok, msg):
-            if not ok:
-                raise ConfigError(msg)
-        splits = self.splits
-        need(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
-        need(set(splits) <= {"train", "val"},
-             f"rl_splits={self.rl_splits!r}: only 'train' and 'val' may give reward; 'test' tasks are never "
-             "trained on (they measure generalisation)" if "test" in splits else
-             f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
-        for name in ("hidden_dim", "embed_dim"):
-            need(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
-        for name in ("updates", "episodes_per_update", "epochs", "minibatch_size", "max_new_tokens",
-                     "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
-                     "sil_per_task", "episodes_per_task", "threads"):
-            need(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
-            need(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("ppo_coef", "vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
-                     "min_task_weight", "warmup_updates", "eval_every"):
-            need(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        need(0 <= self.train_share <= 1, f"train_share must be in [0, 1], got {self.train_share}")
-        from course_lib.rewards import RewardSpec, RewardSpecError
-        try:
-            RewardSpec.parse(self.reward)
-        except RewardSpecError as e:
-            raise ConfigError(f"reward: {e}") from None
-        need(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        need(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
-        need(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
-        need(self.minibatch_size <= self.episodes_per_update,
-             f"minibatch_size ({self.minibatch_size}) cannot exceed episodes_per_update ({self.episodes_per_update})")
-        need(self.episodes_per_update % self.episodes_per_task == 0,
-             f"episodes_per_update ({self.episodes_per_update}) must be a multiple of episodes_per_task "
-             f"({self.episodes_per_task})")
-        need(self.value_clip_eps is None or self.value_clip_eps > 0, "value_clip_eps must be positive or none")
-        need(self.target_kl is None or self.target_kl > 0, "target_kl must be positive or none")
-        need(self.save_every >= 1, f"save_every must be at least 1, got {self.save_every}")
-        need(self.keep_checkpoints >= 0, f"keep_checkpoints must be >= 0, got {self.keep_checkpoints}")
-        need(self.teacher_episodes >= 0, f"teacher_episodes must be >= 0, got {self.teacher_episodes}")
-        need(self.teacher_source in TEACHER_SOURCES,
-             f"teacher_source must be one of {TEACHER_SOURCES}, got {self.teacher_source!r}")
-        need((self.teacher_source == "off") == (self.teacher_episodes == 0),
-             f"teacher_source={self.teacher_source!r} with teacher_episodes={self.teacher_episodes}: set both "
-             "(e.g. --teacher-source reference --teacher-episodes 16) or neither")
-        need(self.explore_episodes >= 0, f"explore_episodes must be >= 0, got {self.explore_episodes}")
-        need(0 <= self.explore_epsilon <= 1, f"explore_epsilon is a probability per token; got "
-             f"{self.explore_epsilon}, try 0.04")
-        need(self.explore_temperature > 0, f"explore_temperature must be positive, got {self.explore_temperature}")
-        need(self.bc_schedule in BC_SCHEDULES, f"bc_schedule must be one of {BC_SCHEDULES}, got {self.bc_schedule!r}")
-        need(0 <= self.bc_final <= 1, f"bc_final must be in [0, 1], got {self.bc_final}")
-        need(self.pretrain_regime in ("memorise", "broad"),
-             f"pretrain_regime must be 'memorise' or 'broad', got {self.pretrain_regime!r}")
-
-
-def _coerce(f: dataclasses.Field, value, where: str):
-    """A JSON or command-line value to the field's type, or a ConfigError that names the field."""
-    typ = f.metadata["type"]
-    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
-        if f.default is None or f.name in ("value_clip_eps", "target_kl"):
-            return None
-        raise ConfigError(f"{where}: {f.name} cannot be none")
-    try:
-        if typ is bool:
-            if isinstance(value, bool):
-                return value
-            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
-                return value.lower() in ("true", "yes", "1")
-            raise ValueError
-        if typ is int and isinstance(value, float) and not value.is_integer():
-            raise ValueError
-        if typ in (int, float) and isinstance(value, bool):
-            raise ValueError
-        return typ(value)
-    except (TypeError, ValueError):
-        raise ConfigError(f"{where}: {f.name} expects {typ.__name__}, got {value!r}") from None
-
-
 # The teacher terms (behaviour cloning, self-imitation, teacher episodes) live in course_lib.teacher.
 
 
@@ -288,8 +85,6 @@ def _coerce(f: dataclasses.Field, value, where: str):
 def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
                     timeout: float = 2.0) -> dict:
     """Greedy decoding on every task; the pass rate of each split (and near/far), and each task's result."""
-    from course_lib.models import generate
-    from course_lib.sandbox import run_tests_batch
 
     tasks = list(tasks)
     completions = generate(model, tokenizer, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
@@ -322,10 +117,6 @@ class PPOTrainer:
 
     def __init__(self, config: PPOConfig, out_dir=None, *, model=None, tokenizer=None, tasks=None,
                  progress: bool = True, log=print):
-        from course_lib.env import action_alphabet
-        from course_lib.pretrain import pretraining_texts
-        from course_lib.tasks import load_tasks
-        from course_lib.tokenizers import course_tokenizer
 
         config.validate()
         self.config, self.progress, self.log = config, progress, log
@@ -370,7 +161,6 @@ class PPOTrainer:
                             if config.bc_coef > 0 else [])
         self.passing = PassingPrograms(config.sil_per_task)
         # The reward (chapter 7): the spec's weighted terms; every built-in term is also logged.
-        from course_lib.rewards import BUILTIN_TERMS, ShapedReward
         self.reward = ShapedReward(config.reward, log_also=BUILTIN_TERMS)
         self.sampler = TaskSampler(self.rl_tasks, seed=config.seed, unsolved_weight=config.unsolved_weight,
                                    min_weight=config.min_task_weight, train_share=config.train_share)
@@ -394,9 +184,6 @@ class PPOTrainer:
 
     # -- setup ----------------------------------------------------------------------
     def _starting_policy(self):
-        from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
-        from course_lib.models import GRUConfig, GRUPolicy
-        from course_lib.pretrain import pretrain, pretraining_texts
 
         c = self.config
         if c.pretrained:
@@ -532,7 +319,6 @@ class PPOTrainer:
 
     def _explore(self) -> list[tuple]:
         """Epsilon-greedy episodes (course_lib.explore) spread evenly over the val tasks not found yet."""
-        from course_lib.explore import explore
 
         c = self.config
         todo = [t for t in self.rl_tasks if t.split != "train" and t.id not in self.passing.programs]
@@ -546,7 +332,6 @@ class PPOTrainer:
     # -- the run ---------------------------------------------------------------------------
     def train(self, stop_after: int | None = None) -> list[dict]:
         """Run the remaining updates (all of them, or until `stop_after` updates are done)."""
-        from course_lib.progress import tqdm
 
         c = self.config
         if self.out is not None:
@@ -628,7 +413,6 @@ class PPOTrainer:
             self.metrics = [json.loads(line) for line in kept]
 
     def save_policy(self, path=None) -> Path:
-        from course_lib.checkpoints import save_checkpoint
 
         path = Path(path) if path is not None else self.out / POLICY_FILE
         save_checkpoint(path, self.model, self.tokenizer,
@@ -650,7 +434,6 @@ class PPOTrainer:
                 "baseline": baseline, "per_task": result["per_task"]}
 
     def _start_model(self):
-        from course_lib.checkpoints import load_checkpoint
 
         if self.config.pretrained:
             return load_checkpoint(self.config.pretrained, tokenizer=self.tokenizer)[0]
@@ -683,8 +466,6 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
             raise ConfigError(f"--resume: neither {out / STATE_FILE} nor {out / CHECKPOINT_DIR}/update_*.pt exists "
                               "(or none is readable); nothing to resume (drop --resume to start)")
         log(f"resuming from {state_path}")
-        from course_lib.checkpoints import load_checkpoint
-        from course_lib.tokenizers import course_tokenizer
         tokenizer = course_tokenizer()
         start = config.pretrained or out / PRETRAINED_FILE
         model, _, _ = load_checkpoint(start, tokenizer=tokenizer)
@@ -704,7 +485,6 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
     result = trainer.evaluate()
     (out / EVAL_FILE).write_text(json.dumps(result, indent=1) + "\n")
     if config.plots:
-        from course_lib.plots import plot_training
         plot_training(trainer.metrics, out / PLOT_FILE, title=f"PPO run {out.name} (seed {config.seed})")
     return result
 
@@ -727,10 +507,6 @@ def latest_state(out_dir) -> Path | None:
 def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None) -> dict:
     """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
     or on the tasks of another folder (the checkpoint's vocabulary must cover their prompts)."""
-    from course_lib.checkpoints import load_checkpoint
-    from course_lib.env import action_alphabet
-    from course_lib.tasks import load_tasks
-    from course_lib.tokenizers import UnknownCharacterError
 
     model, tokenizer, extra = load_checkpoint(path)
     tasks = load_tasks(tasks_dir=tasks_dir, fields=fields)
@@ -738,7 +514,6 @@ def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None,
         try:
             tokenizer.encode(t.prompt)
         except UnknownCharacterError as e:
-            from course_lib.checkpoints import CheckpointMismatchError
             raise CheckpointMismatchError(f"{path} cannot read task {t.id!r} ({t.source}): {e}") from None
     alphabet = extra.get("alphabet")
     if alphabet is None:  # a chapter-4 checkpoint: the course's alphabet
@@ -759,123 +534,3 @@ def read_metrics(path) -> list[dict]:
 # =====================================================================================
 # Command line (python -m course_lib ppo / eval)
 # =====================================================================================
-
-def add_arguments(parser) -> None:
-    """Every PPOConfig field as an option (--ent-coef 0.01), plus --config FILE, --out, --resume."""
-    import argparse
-
-    parser.add_argument("--out", required=True, help="folder for config.json, metrics.jsonl, checkpoints, eval.json")
-    parser.add_argument("--config", metavar="FILE", help="JSON file of settings; options given here override it")
-    parser.add_argument("--resume", action="store_true", help="continue the run in --out from its train_state.pt")
-    parser.add_argument("--stop-after", type=int, metavar="N", help="stop after N updates (state saved), as if interrupted")
-    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
-    group = parser.add_argument_group("hyperparameters (defaults in brackets)")
-    for f in dataclasses.fields(PPOConfig):
-        flag = "--" + f.name.replace("_", "-")
-        help_text = f"{f.metadata['help']} [{f.default}]"
-        if f.metadata["type"] is bool:
-            group.add_argument(flag, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text)
-        else:
-            group.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.metadata["type"].__name__.upper(),
-                               choices=f.metadata["choices"], help=help_text, type=_cli_type(f))
-    parser.set_defaults(func=main_ppo)
-
-
-def _cli_type(f):
-    def convert(text):
-        try:
-            return _coerce(f, text, "option")
-        except ConfigError as e:
-            import argparse
-            raise argparse.ArgumentTypeError(str(e).replace("option: ", "")) from None
-    convert.__name__ = f.metadata["type"].__name__
-    return convert
-
-
-def config_from_args(args, base: dict | None = None) -> PPOConfig:
-    """Defaults, then `base` (a resumed run's settings), then --config FILE, then the options given."""
-    data = dict(base or {})
-    if getattr(args, "config", None):
-        data.update(PPOConfig.load(args.config).to_dict())
-    for f in dataclasses.fields(PPOConfig):
-        if hasattr(args, f.name):
-            data[f.name] = getattr(args, f.name)
-    return PPOConfig.from_dict(data, where="the options")
-
-
-def main_ppo(args) -> int:
-    from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
-    from course_lib.tasks import TaskFormatError
-
-    try:
-        saved = Path(args.out) / CONFIG_FILE
-        base = PPOConfig.load(saved).to_dict() if args.resume and saved.exists() else {}
-        config = config_from_args(args, base)
-        start = time.perf_counter()
-        result = run(config, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
-    except (ConfigError, CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
-        print(f"error: {e}")
-        return 2
-    if result is None:
-        return 0
-    print(f"done in {time.perf_counter() - start:.1f} s: " + ", ".join(
-        f"{k} {result[k]:.3f} (start {result['baseline'][k]:.3f})"
-        for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate") if k in result))
-    print(f"wrote {Path(args.out) / EVAL_FILE}")
-    return 0
-
-
-def add_eval_arguments(parser) -> None:
-    which = parser.add_mutually_exclusive_group(required=True)
-    which.add_argument("--checkpoint", help="a course GRU checkpoint (policy.pt, pretrained.pt, ...)")
-    which.add_argument("--model", metavar="NAME", help="a transformer: smollm2-135m-instruct, tiny, a hub name "
-                                                       "(deepseek-ai/deepseek-coder-1.3b-instruct) or a folder")
-    parser.add_argument("--tasks", metavar="PATH", help="folder of task TOML files, or a .jsonl/.parquet file of "
-                                                        "tasks; default: the course's tasks/")
-    parser.add_argument("--task-fields", metavar="RENAMES", help="for a .jsonl/.parquet file: ours=theirs field "
-                                                                 "renames, e.g. prompt=question,solution=answer")
-    parser.add_argument("--out", metavar="FILE", help="write the results as JSON here")
-    parser.add_argument("--max-new-tokens", type=int, help="generation limit; default: the checkpoint's "
-                                                            "(a transformer: 256)")
-    llm_options = parser.add_argument_group("a transformer (--model)")
-    llm_options.add_argument("--adapter", metavar="DIR", help="a LoRA adapter folder written by `llm` (DIR/adapter)")
-    llm_options.add_argument("--style", choices=["chat", "completion", "instruct"],
-                             help="how the task is put to the model; default: chat if its tokenizer has a chat "
-                                  "template, else completion")
-    llm_options.add_argument("--humaneval", action="store_true", help="also the 164 HumanEval problems")
-    llm_options.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
-    parser.set_defaults(func=main_eval)
-
-
-def main_eval(args) -> int:
-    from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchError
-    from course_lib.tasks import TaskFormatError
-
-    if args.checkpoint and not Path(args.checkpoint).exists():
-        print(f"error: checkpoint {args.checkpoint} does not exist")
-        return 2
-    try:
-        if args.model:
-            from course_lib.evaluation import evaluate_model  # the transformer side: imported only for --model
-            from course_lib.tasks import load_tasks
-
-            tasks = load_tasks(tasks_dir=args.tasks, fields=args.task_fields) if args.tasks else None
-            result = evaluate_model(args.model, adapter=args.adapter, tasks=tasks, style=args.style,
-                                    max_new_tokens=args.max_new_tokens or 256, humaneval=args.humaneval,
-                                    device=args.device)
-        else:
-            result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
-    except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError,
-            ModuleNotFoundError, ValueError) as e:
-        print(f"error: {e}")
-        return 2
-    rows = [("", result)] + ([("humaneval_", result["humaneval"])] if "humaneval" in result else [])
-    for prefix, part in rows:
-        for key, value in part.items():
-            if key.endswith(("pass_rate", "greedy_pass@1")):
-                print(f"{prefix + key:32s} {value:.3f}")
-    if args.out:
-        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-        Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
-        print(f"wrote {args.out}")
-    return 0

@@ -58,7 +58,7 @@ def test_length_penalised_reward_is_seed_003s():
 
 def test_group_relative_advantages_by_hand():
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5])
-    adv = llm_rl.group_advantages(rewards, 4, eps=0.0 + 1e-12)
+    adv = ppo.group_advantages(rewards, 4, eps=0.0 + 1e-12)
     # group 1: mean 0.25, std sqrt(0.1875) = 0.4330; group 2: all equal -> 0
     expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / 0.1875 ** 0.5
     assert torch.allclose(adv[:4], expected, atol=1e-5)
@@ -66,14 +66,14 @@ def test_group_relative_advantages_by_hand():
     assert torch.allclose(rl.episode_advantages(rewards, "batch", normalise=False), rewards - rewards.mean())
     batch = rl.episode_advantages(rewards, "batch")
     assert abs(batch.mean().item()) < 1e-6 and abs(batch.std(unbiased=False).item() - 1) < 1e-4
-    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), llm_rl.group_advantages(rewards, 4))
+    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), ppo.group_advantages(rewards, 4))
     # a group that differs only by a length penalty: +-1 without a floor, small with one
     lengths_only = llm_rl.length_penalised_reward([False] * 4, [8, 20, 35, 64], alpha=0.01)
-    assert llm_rl.group_advantages(lengths_only, 4).abs().max() > 1
-    assert llm_rl.group_advantages(lengths_only, 4, min_std=0.1).abs().max() < 0.1
-    assert torch.allclose(llm_rl.group_advantages(rewards, 4, min_std=0.1), adv, atol=1e-4)  # std 0.43 > floor
+    assert ppo.group_advantages(lengths_only, 4).abs().max() > 1
+    assert ppo.group_advantages(lengths_only, 4, min_std=0.1).abs().max() < 0.1
+    assert torch.allclose(ppo.group_advantages(rewards, 4, min_std=0.1), adv, atol=1e-4)  # std 0.43 > floor
     with pytest.raises(ValueError, match="groups of 3"):
-        llm_rl.group_advantages(rewards, 3)
+        ppo.group_advantages(rewards, 3)
 
 
 def test_reinforce_loss_by_hand():

@@ -45,7 +45,7 @@ def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
     """The rollout keeps the sampled ids; their log-probabilities, read in one padded batch, equal those of
     each prompt + ids read alone (no re-tokenisation of the text, no padding or position error)."""
     model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
-    config = llm_rl.RLConfig(group_size=3, max_new_tokens=10, temperature=1.0).check()
+    config = llm_rl.RLConfig(group_size=3, max_new_tokens=10, temperature=1.0)
     pool = [t for t in tasks if t.split == "train"][:3]
     ro = llm_rl.rollout(model, tokenizer, pool, config, seed=0)
     assert ro.actions.shape[0] == 9 and len(ro.episodes) == 9

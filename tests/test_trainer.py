@@ -7,6 +7,7 @@ import json
 import pytest
 import torch
 
+from course_lib import ppo_cli
 from course_lib import trainer as tr
 from course_lib.__main__ import main
 from course_lib.checkpoints import save_checkpoint
@@ -145,10 +146,10 @@ def test_config_file_and_options_combine(tmp_path):
     assert PPOConfig.load(path) == PPOConfig(lr=0.005, updates=7)
     import argparse
     parser = argparse.ArgumentParser()
-    tr.add_arguments(parser)
+    ppo_cli.add_arguments(parser)
     args = parser.parse_args(["--out", "x", "--config", str(path), "--updates", "9", "--no-norm-adv",
                               "--value-clip-eps", "none"])
-    config = tr.config_from_args(args)
+    config = ppo_cli.config_from_args(args)
     assert (config.lr, config.updates, config.norm_adv, config.value_clip_eps) == (0.005, 9, False, None)
 
 

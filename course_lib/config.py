@@ -1,0 +1,153 @@
+"""One way to declare settings: a dataclass whose fields carry their help, giving validation, JSON and options.
+
+    @dataclass
+    class MyConfig(Config):
+        lr: float = option(3e-3, "peak learning rate")
+
+        def validate(self):
+            require(self.lr > 0, f"lr must be positive, got {self.lr}")
+
+`MyConfig(...)` validates itself; `to_dict` / `from_dict` / `save` / `load` read and write JSON
+(an unknown or mistyped setting is a ConfigError that names it); `add_options(parser, MyConfig)`
+makes every field a command-line option with its help and default, and `from_options` reads them
+back. `course_lib.ppo_config.PPOConfig` (the GRU's PPO, chapters 6-8) and `course_lib.llm_rl.RLConfig`
+(the language model's RL, chapters 10-11) are both declared this way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+from pathlib import Path
+
+
+class ConfigError(ValueError):
+    """A setting has a value that cannot be used. The message says which and why."""
+
+
+def option(default, help: str, type=None, choices=None, nullable: bool = False):
+    """A dataclass field with its one-line help, the type and choices its option accepts, and whether
+    "none" is allowed (always, when the default is None)."""
+    return dataclasses.field(default=default, metadata={"help": help, "type": type or builtins_type(default),
+                                                        "choices": choices, "nullable": nullable})
+
+
+def builtins_type(value):
+    return type(value) if isinstance(value, (bool, int, float, str, tuple)) else str
+
+
+def require(ok, message: str) -> None:
+    if not ok:
+        raise ConfigError(message)
+
+
+def coerce(f: dataclasses.Field, value, where: str):
+    """A JSON or command-line value to the field's type, or a ConfigError that names the field."""
+    typ = f.metadata["type"]
+    if value is None or (isinstance(value, str) and value.lower() in ("none", "null")):
+        if f.default is None or f.metadata.get("nullable"):
+            return None
+        raise ConfigError(f"{where}: {f.name} cannot be none")
+    try:
+        if typ is tuple:
+            items = value.split(",") if isinstance(value, str) else value
+            return tuple(str(x).strip() for x in items if str(x).strip())
+        if typ is bool:
+            if isinstance(value, bool):
+                return value
+            if isinstance(value, str) and value.lower() in ("true", "yes", "1", "false", "no", "0"):
+                return value.lower() in ("true", "yes", "1")
+            raise ValueError
+        if typ is int and isinstance(value, float) and not value.is_integer():
+            raise ValueError
+        if typ in (int, float) and isinstance(value, bool):
+            raise ValueError
+        return typ(value)
+    except (TypeError, ValueError):
+        raise ConfigError(f"{where}: {f.name} expects {typ.__name__}, got {value!r}") from None
+
+
+class Config:
+    """Base of the course's settings dataclasses: validation on creation, JSON in and out, replace."""
+
+    def __post_init__(self):
+        self.validate()
+
+    def validate(self) -> None:
+        """Raise ConfigError for a value the code cannot use (subclasses say which)."""
+
+    def to_dict(self) -> dict:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict, where: str = "the config"):
+        known = {f.name: f for f in dataclasses.fields(cls)}
+        unknown = sorted(set(data) - set(known))
+        if unknown:
+            raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**{name: coerce(known[name], value, where) for name, value in data.items()})
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), indent=1) + "\n")
+
+    @classmethod
+    def load(cls, path):
+        try:
+            data = json.loads(Path(path).read_text())
+        except FileNotFoundError:
+            raise ConfigError(f"config file {path} does not exist") from None
+        except json.JSONDecodeError as e:
+            raise ConfigError(f"config file {path} is not valid JSON: {e}") from None
+        if not isinstance(data, dict):
+            raise ConfigError(f"config file {path}: expected a JSON object of settings")
+        return cls.from_dict(data, where=str(path))
+
+    def replace(self, **changes):
+        return dataclasses.replace(self, **changes)  # dataclasses.replace calls __post_init__: validated
+
+
+# -----------------------------------------------------------------------------
+# the command line: every field an option, with its help and default
+
+def add_options(group, cls, *, skip=(), rename: dict | None = None) -> None:
+    """Add --field-name for each field of cls (not in skip); rename maps a field to another option name.
+    Options not given stay absent from the parsed namespace (argparse.SUPPRESS), so defaults stay the dataclass's."""
+    rename = rename or {}
+    for f in dataclasses.fields(cls):
+        if f.name in skip:
+            continue
+        dest = rename.get(f.name, f.name)
+        flag = "--" + dest.replace("_", "-")
+        default = f.default
+        help_text = f"{f.metadata['help']} [{','.join(default) if isinstance(default, tuple) else default}]"
+        if f.metadata["type"] is bool:
+            group.add_argument(flag, dest=dest, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
+                               help=help_text)
+        elif f.metadata["type"] is tuple:  # --rollout-splits train val
+            group.add_argument(flag, dest=dest, nargs="+", default=argparse.SUPPRESS, metavar="NAME", help=help_text)
+        else:
+            group.add_argument(flag, dest=dest, default=argparse.SUPPRESS, metavar=f.metadata["type"].__name__.upper(),
+                               choices=f.metadata["choices"], help=help_text, type=_option_type(f))
+
+
+def _option_type(f):
+    def convert(text):
+        try:
+            return coerce(f, text, "option")
+        except ConfigError as e:
+            raise argparse.ArgumentTypeError(str(e).replace("option: ", "")) from None
+    convert.__name__ = f.metadata["type"].__name__
+    return convert
+
+
+def from_options(cls, args, base: dict | None = None, *, skip=(), rename: dict | None = None):
+    """Defaults, then `base` (e.g. a resumed run's settings or a --config file), then the options given
+    (skip and rename as given to add_options)."""
+    data = dict(base or {})
+    rename = rename or {}
+    for f in dataclasses.fields(cls):
+        dest = rename.get(f.name, f.name)
+        if f.name not in skip and hasattr(args, dest):
+            data[f.name] = getattr(args, dest)
+    return cls.from_dict(data, where="the options")
