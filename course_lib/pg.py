@@ -33,7 +33,11 @@ import numpy as np
 import torch
 import torch.nn as nn
 
+from course_lib.env import course_alphabet, fraction_passed, rollout_batch
+from course_lib.models import choose_next, next_token_mask
 from course_lib.ppo import masked_mean
+from course_lib.progress import tqdm
+from course_lib.rollout import evaluate_actions
 
 BASELINES = ("none", "mean", "leave_one_out", "value")
 
@@ -234,8 +238,6 @@ def gru_policy(model, tokenizer, *, temperature: float = 1.0, greedy: bool = Fal
     samples from the logits restricted to the environment's action mask (and never
     <pad>/<bos>, like `models.generate`).
     """
-    from course_lib.models import choose_next, next_token_mask
-
     state: dict = {}
     device = model.embed.weight.device
 
@@ -280,8 +282,6 @@ def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Seq
     and get mask 0. (The character-level PPO work log's PPO read log-probs and values at padded positions
     until it was fixed; the mask is that fix.)
     """
-    from course_lib.models import next_token_mask
-
     device = model.embed.weight.device
     distinct = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(distinct)}
@@ -290,24 +290,13 @@ def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Seq
     actions = torch.full((B, T), tokenizer.pad_id, dtype=torch.long)
     for i, c in enumerate(completions):
         actions[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long)
-    actions = actions.to(device)
     lengths = torch.tensor([len(c) for c in completions], device=device)
     mask = (torch.arange(T, device=device)[None, :] < lengths[:, None]).float()
-
-    first_logits, first_values, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in distinct])
-    logits, values = first_logits[index, None], first_values[index, None]     # scores token 0
-    if T > 1:                                                                 # tokens 1..T-1
-        rest_logits, rest_values, _ = model(actions[:, :-1], hidden[:, index].contiguous())
-        logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
     allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
-    log_pi = torch.log_softmax(logits.masked_fill(~allowed, float("-inf")) / temperature, dim=-1)
-    logprobs = log_pi.gather(2, actions[:, :, None]).squeeze(-1)
-    entropy = -(log_pi.exp() * log_pi.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
-    real = mask > 0
-    zero = torch.zeros((), device=device)
-    return SequenceScores(logprobs=torch.where(real, logprobs, zero),  # a padded <pad> scores -inf
-                          values=torch.where(real, values, zero), entropy=torch.where(real, entropy, zero),
-                          mask=mask)
+    # the same re-reading as PPO's (chapter 6): each distinct prompt once, then the GRU over the written ids
+    logprobs, entropy, values = evaluate_actions(model, [tokenizer.encode(p, add_bos=True) for p in distinct], index,
+                                                 actions.to(device), mask, allowed=allowed, temperature=temperature)
+    return SequenceScores(logprobs=logprobs, values=values, entropy=entropy, mask=mask)
 
 
 # -----------------------------------------------------------------------------
@@ -325,10 +314,6 @@ def train_reinforce(model, tokenizer, tasks, *, updates: int, samples_per_task: 
     policy, then takes ONE gradient step on them and throws them away. The model is
     trained in place (copy it first to keep the original).
     """
-    from course_lib.progress import tqdm
-
-    from course_lib.env import course_alphabet, fraction_passed, rollout_batch
-
     if baseline not in BASELINES:
         raise ValueError(f"unknown baseline {baseline!r}; choose one of {BASELINES}")
     alphabet = course_alphabet(tokenizer) if alphabet is None else alphabet
