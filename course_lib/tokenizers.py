@@ -243,14 +243,7 @@ class BPETokenizer:
             ids = merge(ids, pair, len(self.base) + self.ranks[pair])
         return ids
 
-    def decode(self, ids: Iterable[int], *, skip_special: bool = True) -> str:
-        out = []
-        for i in ids:
-            i = _check_id(i, len(self))
-            if i < len(SPECIAL_TOKENS) and skip_special:
-                continue
-            out.append(self.vocab[i])
-        return "".join(out)
+    decode = CharTokenizer.decode  # ids to text is the same lookup in self.vocab for both tokenizers
 
     def to_dict(self) -> dict:
         return {"type": "bpe", "format_version": FORMAT_VERSION, "base": self.base.to_dict(),
