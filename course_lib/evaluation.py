@@ -37,7 +37,7 @@ import torch
 from course_lib.llm import encode_prompt, load_adapter, load_model
 from course_lib.progress import tqdm
 from course_lib.sandbox import run_tests_batch
-from course_lib.tasks import load_humaneval, load_tasks
+from course_lib.tasks import load_humaneval, load_tasks, split_groups
 
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
 STYLES = ("completion", "instruct")
@@ -325,16 +325,6 @@ def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) 
     return [bool(r.all_passed) for r in reports]
 
 
-def _groups(rows: list[dict]) -> dict[str, list[dict]]:
-    groups: dict[str, list[dict]] = {}
-    for r in rows:
-        groups.setdefault(r["split"], []).append(r)
-        if r["novelty"]:
-            groups.setdefault(f"{r['split']}_{r['novelty']}", []).append(r)
-    order = ("train", "val", "val_near", "val_far", "test", "test_near", "test_far")
-    return {g: groups[g] for g in order if g in groups}
-
-
 def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float = 0.8, greedy: bool = True,
              ks: Sequence[int] = (1, 5, 10), max_new_tokens: int = 128, style: str = "completion", seed: int = 0,
              timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
@@ -367,7 +357,7 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
         for i, row in enumerate(rows):
             row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
         result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
-    for group, members in _groups(rows).items():
+    for group, members in split_groups(rows).items():
         result[f"{group}_tasks"] = len(members)
         if greedy:
             result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)

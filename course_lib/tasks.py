@@ -74,6 +74,18 @@ class Task:
 # -----------------------------------------------------------------------------
 # our own task files
 
+def split_groups(rows: list[dict]) -> dict[str, list[dict]]:
+    """Per-task result rows (each with "split" and "novelty") grouped the way every results table reports
+    them: by split, and val/test again by novelty ("val_near", "test_far", ...), in the course's order."""
+    groups: dict[str, list[dict]] = {}
+    for r in rows:
+        groups.setdefault(r["split"], []).append(r)
+        if r["novelty"]:
+            groups.setdefault(f"{r['split']}_{r['novelty']}", []).append(r)
+    order = [f"{split}{suffix}" for split in ("train", "val", "test") for suffix in ("", "_near", "_far")]
+    return {g: groups[g] for g in order if g in groups}
+
+
 def split_legend(kind: str = "rl") -> str:
     """The line printed under a results table: each split with its role in the run.
 

@@ -59,7 +59,7 @@ from course_lib.progress import tqdm
 from course_lib.rewards import BUILTIN_TERMS, ShapedReward
 from course_lib.rollout import GRUActor, TaskSampler, collect_rollout
 from course_lib.sandbox import run_tests_batch
-from course_lib.tasks import load_tasks
+from course_lib.tasks import load_tasks, split_groups
 from course_lib.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses, teacher_pool,
                                 teacher_rollout)
 from course_lib.tokenizers import UnknownCharacterError, course_tokenizer
@@ -93,13 +93,8 @@ def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int
     per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
                  "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
                  "completion": c} for t, c, r in zip(tasks, completions, reports)]
-    out = {}
-    for split in ("train", "val", "test"):
-        for novelty in (None, "near", "far"):
-            rows = [r for r in per_task if r["split"] == split and (novelty is None or r["novelty"] == novelty)]
-            if rows:
-                key = f"{split}_pass_rate" if novelty is None else f"{split}_{novelty}_pass_rate"
-                out[key] = round(sum(r["passed"] for r in rows) / len(rows), 4)
+    out = {f"{group}_pass_rate": round(sum(r["passed"] for r in rows) / len(rows), 4)
+           for group, rows in split_groups(per_task).items()}
     out["per_task"] = per_task
     return out
 
