@@ -29,6 +29,7 @@ import warnings
 from dataclasses import dataclass
 from typing import Callable
 
+from course_lib.env import fraction_passed
 from course_lib.sandbox import Status, TestReport
 
 TermFn = Callable[[object, str, TestReport], float]
@@ -142,10 +143,8 @@ def all_tests_pass(task, completion: str, report: TestReport) -> float:
     return 1.0 if report.all_passed else 0.0
 
 
-@register_term("fraction")
-def fraction_of_tests(task, completion: str, report: TestReport) -> float:
-    """The fraction of tests that pass: partial credit (chapter 6's default reward)."""
-    return float(report.fraction)
+# The fraction of tests that pass (partial credit) is chapter 3's default reward, `env.fraction_passed`.
+fraction_of_tests = register_term("fraction", fraction_passed)
 
 
 @register_term("naive_syntax")
