@@ -61,7 +61,7 @@ def run(job: tuple[str, int]) -> dict:
     import torch
     import transformers
 
-    from course_lib import evaluation, llm, llm_rl
+    from course_lib import evaluation, llm, llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     torch.set_num_threads(1)
@@ -69,7 +69,7 @@ def run(job: tuple[str, int]) -> dict:
     name, seed = job
     start = time.perf_counter()
     tasks = load_tasks()
-    model, tokenizer = llm_rl.load_policy(llm.TINY, "cpu", init_adapter=llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft",
+    model, tokenizer = lm_policy.load_policy(llm.TINY, "cpu", init_adapter=llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft",
                                           seed=seed, **LORA)
     history = []
     if name != "sft":

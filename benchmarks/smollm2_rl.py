@@ -87,7 +87,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     import torch
     import transformers
 
-    from course_lib import llm_rl
+    from course_lib import llm_rl, lm_policy
     from course_lib.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
@@ -118,7 +118,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
         if seed in done:
             continue
         start = time.perf_counter()
-        model, tokenizer = llm_rl.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
+        model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
         parameters = sum(p.numel() for name, p in model.named_parameters() if "lora_" not in name)
         if not any(r["model"] == "start" for r in runs):
             row = {"model": "start", "seed": seed, **measure(model, tokenizer, tasks, seed),

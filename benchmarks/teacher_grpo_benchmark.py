@@ -37,7 +37,7 @@ def job(method: str, seed: int) -> dict:
     import torch
     import transformers
 
-    from course_lib import evaluation, llm_rl
+    from course_lib import evaluation, llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     torch.set_num_threads(1)
@@ -45,7 +45,7 @@ def job(method: str, seed: int) -> dict:
     s = SETTINGS
     start = time.perf_counter()
     tasks = load_tasks()
-    model, tokenizer = llm_rl.load_policy(s["model_name"], "cpu", init_adapter=str(REPO / s["init_adapter"]), seed=seed)
+    model, tokenizer = lm_policy.load_policy(s["model_name"], "cpu", init_adapter=str(REPO / s["init_adapter"]), seed=seed)
     history = []
     if method != "SFT start":
         config = llm_rl.RLConfig(method=method, steps=s["rl_steps"], prompts_per_step=s["prompts_per_step"],

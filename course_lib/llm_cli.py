@@ -22,7 +22,9 @@ from course_lib.config import add_options, from_options
 from course_lib.evaluation import evaluate
 from course_lib.llm import (DEEPSEEK_CODER_1_3B, LORA_TARGETS, SMOLLM2, TINY, add_lora, load_model, parameter_count,
                             save_adapter, sft, sft_examples, trainable_parameter_count)
-from course_lib.llm_rl import HTTPTeacher, RLConfig, load_policy, train_rl
+from course_lib.llm_rl import RLConfig, train_rl
+from course_lib.llm_teacher import HTTPTeacher
+from course_lib.lm_policy import load_policy
 from course_lib.sandbox import run_tests
 from course_lib.tasks import load_humaneval, load_tasks
 

@@ -19,38 +19,36 @@ Every step follows the same order, the order of the maths:
              reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
 3. ADVANTAGE `course_lib.rl.advantages`, by the method's estimator (METHOD_PARTS)
 4. UPDATE    `course_lib.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
-             the RL core that trains chapter 6's GRU, with this model as its policy (`LMActor`)
+             the RL core that trains chapter 6's GRU, with this model as its policy (`course_lib.lm_policy.LMActor`)
 
 Data rules. Rollouts use the tests of `train` and `val` tasks (never their solutions); a
 `test` task is refused. The teacher is asked about `train` tasks only, and an offline teacher
-answers with train reference solutions only; `teacher_examples` checks both.
+answers with train reference solutions only; `course_lib.llm_teacher.teacher_examples` checks both.
 
-The reference model. `load_policy` merges a starting adapter (chapter 9's SFT) into the base
+The reference model. `course_lib.lm_policy.load_policy` merges a starting adapter (chapter 9's SFT) into the base
 weights and puts a fresh LoRA on top, so "adapter disabled" is exactly the starting policy:
 GRPO's KL term pulls towards the SFT model, and it is zero at step 0.
 """
 
 from __future__ import annotations
 
-import json
 import random
 import time
-import urllib.error
-import urllib.request
 from dataclasses import asdict, dataclass
 from pathlib import Path
-from typing import Protocol, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from course_lib import llm, rl
+from course_lib import rl
 from course_lib.config import Config, option, require
 from course_lib.env import Episode
-from course_lib.evaluation import (CHAT, STYLES, answer_code, extract_completion, format_prompt, format_response,
-                                   generate, prompt_for, run_completions, stop_sequences_for)
+from course_lib.evaluation import CHAT, STYLES, answer_code, generate, prompt_for, stop_sequences_for
 from course_lib.llm import _to, encode_prompt, sft_batch
-from course_lib.pretrain import IGNORE_INDEX, Example, held_out_solutions
+from course_lib.llm_teacher import OfflineTeacher, Teacher, teacher_examples
+from course_lib.lm_policy import LMActor, value_head_for
+from course_lib.pretrain import Example
 from course_lib.progress import tqdm
 from course_lib.rollout import Rollout
 from course_lib.sandbox import run_tests_batch
@@ -111,28 +109,6 @@ class RLConfig(Config):
 
 
 # -----------------------------------------------------------------------------
-# loading: the starting policy and its frozen reference in one model
-
-def load_policy(model_name: str = "tiny", device: str | None = None, *, init_adapter=None, rank: int = 8,
-                alpha: float = 16.0, targets: Sequence[str] | None = None, seed: int = 0):
-    """(model, tokenizer): the base, with init_adapter merged into its weights, under a fresh LoRA.
-
-    The fresh adapter starts at B = 0, so the policy starts as base + init_adapter, and
-    `with model.disable_adapter():` gives exactly that starting policy: the reference.
-    init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
-    SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
-    """
-    model, tokenizer = llm.load_model(model_name, device)
-    if init_adapter is not None:
-        if not (Path(init_adapter) / "adapter_config.json").exists():
-            raise FileNotFoundError(f"{init_adapter} holds no adapter (no adapter_config.json); pass a folder "
-                                    "written by llm.save_adapter, e.g. notebooks/checkpoints/tiny_coder_sft")
-        model = llm.load_adapter(model, init_adapter).merge_and_unload()
-    model = llm.add_lora(model, rank=rank, alpha=alpha, targets=targets or llm.LORA_TARGETS, seed=seed)
-    return model, tokenizer
-
-
-# -----------------------------------------------------------------------------
 # 2. reward and 3. advantages
 
 def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:
@@ -148,219 +124,6 @@ METHOD_PARTS = {
     "grpo": ("group", "clip", True, False),              # A = (R - group mean) / group std; clipped + KL
     "teacher-grpo": ("group", "clip", True, False),      # GRPO + SFT on the teacher's and its own best answers
 }
-
-
-# -----------------------------------------------------------------------------
-# log-probabilities of what was written: the language model as the RL core sees it
-
-def token_logprobs(model, batch: dict, temperature: float = 1.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """log p(token_t | tokens_<t) at every position after the first, and the mask of scored ones.
-
-    batch comes from `llm.sft_batch` (prompt masked) or `id_batch`: the mask is 1 on the
-    completion, 0 on the prompt and the padding. Shapes [B, T-1]. temperature: the
-    policy that sampled the rollouts is softmax(logits / T), so its log-probabilities are those.
-    """
-    logits = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                   position_ids=batch.get("position_ids")).logits[:, :-1]
-    logits = logits.float() / temperature
-    targets = batch["input_ids"][:, 1:]
-    logprobs = torch.log_softmax(logits, dim=-1).gather(-1, targets.unsqueeze(-1)).squeeze(-1)
-    mask = (batch["labels"][:, 1:] != IGNORE_INDEX).float()
-    return logprobs * mask, mask
-
-
-def id_batch(ro: Rollout, rows: torch.Tensor, pad_id: int) -> tuple[dict, int, int]:
-    """The rows' prompts (left-padded to width P) followed by their sampled ids (width T): (batch, P, T).
-
-    Every row's generated token t then sits at position P + t, predicted by the logits at
-    P - 1 + t. position_ids count from each row's first real token, as in generation.
-    """
-    prompts = [ro.prompts[i] for i in ro.prompt_index[rows].tolist()]
-    T = max(1, int(ro.mask[rows].sum(1).max()))
-    P = max(len(p) for p in prompts)
-    input_ids = torch.full((len(prompts), P + T), pad_id, dtype=torch.long)
-    attention_mask = torch.zeros_like(input_ids)
-    for r, ids in enumerate(prompts):
-        input_ids[r, P - len(ids):P] = torch.tensor(ids)
-        attention_mask[r, P - len(ids):P] = 1
-    input_ids[:, P:] = ro.actions[rows, :T]
-    attention_mask[:, P:] = ro.mask[rows, :T].long()
-    labels = torch.full_like(input_ids, IGNORE_INDEX)
-    labels[:, P:] = torch.where(attention_mask[:, P:].bool(), input_ids[:, P:], IGNORE_INDEX)
-    position_ids = (attention_mask.cumsum(-1) - 1).clamp(min=0)
-    return ({"input_ids": input_ids, "attention_mask": attention_mask, "labels": labels,
-             "position_ids": position_ids}, P, T)
-
-
-class LMActor:
-    """A causal language model as the RL core sees it (`course_lib.rl.Policy`): it scores the ids it sampled.
-
-    value_head: a linear map from the last hidden state to V(s_t) (PPO's critic), or None.
-    The reference policy is the same model with its LoRA adapter disabled.
-    """
-
-    def __init__(self, model, tokenizer, temperature: float, value_head: torch.nn.Module | None = None):
-        self.model, self.temperature, self.value_head = model, temperature, value_head
-        self.pad_id = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-
-    def _score(self, ro: Rollout, rows: torch.Tensor, with_values: bool):
-        batch, P, T = id_batch(ro, rows, self.pad_id)
-        batch = _to(batch, self.model.device)
-        out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         position_ids=batch["position_ids"], output_hidden_states=with_values)
-        logits = out.logits[:, P - 1:P - 1 + T].float() / self.temperature
-        mask = ro.mask[rows, :T].to(logits.device)
-        logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1) * mask
-        values = None
-        if with_values:  # V(s_t) reads the state before token t: the hidden state at P - 1 + t
-            values = self.value_head(out.hidden_states[-1][:, P - 1:P - 1 + T].float()).squeeze(-1) * mask
-        return logprobs.cpu(), values.cpu() if values is not None else None
-
-    def score(self, ro: Rollout, rows: torch.Tensor):
-        logprobs, values = self._score(ro, rows, self.value_head is not None)
-        return logprobs, None, values
-
-    @torch.no_grad()
-    def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
-        with self.model.disable_adapter():  # the reference: the starting policy, frozen
-            return self._score(ro, rows, False)[0]
-
-
-def value_head_for(model) -> torch.nn.Linear:
-    """PPO's critic on a language model: hidden state -> V, starting at V = 0 everywhere (float32)."""
-    head = torch.nn.Linear(model.config.hidden_size, 1).to(model.device)
-    torch.nn.init.zeros_(head.weight)
-    torch.nn.init.zeros_(head.bias)
-    return head
-
-
-# -----------------------------------------------------------------------------
-# the teacher (the teacher-guided GRPO README): an interface, an offline teacher and an HTTP client
-
-class Teacher(Protocol):
-    """Anything that answers tasks: solutions(tasks)[i] is the text to write after
-    prompt_for(tasks[i], style), or None when it has no answer."""
-
-    style: str
-
-    def solutions(self, tasks) -> list[str | None]: ...
-
-
-def teacher_response(task, style: str, thinking: str = "") -> str:
-    """A reference solution written as the student must write it: the body alone after a
-    completion prompt; the whole function in a ```python block (`evaluation.format_response`),
-    after <think>...</think> for the instruct style, alone for the chat style."""
-    if style == "completion":
-        return task.solution
-    return format_response(task.prompt + task.solution, None if style == CHAT else thinking)
-
-
-class OfflineTeacher:
-    """The reference solutions of `train` tasks (None for any other split: no held-out solution leaks)."""
-
-    def __init__(self, style: str = "completion"):
-        self.style = style
-
-    def solutions(self, tasks) -> list[str | None]:
-        return [teacher_response(t, self.style) if t.split == "train" else None for t in tasks]
-
-
-class HTTPTeacher:
-    """An OpenAI-compatible server (vLLM's `vllm serve MODEL`) as a teacher, through urllib only.
-
-    url: the endpoint (".../v1/completions" or ".../v1/chat/completions") or the server's
-    base ("http://localhost:8000"), which picks /v1/completions for style "completion" and
-    /v1/chat/completions for "instruct". The answer's text goes through the same extraction
-    as the student's (`evaluation.extract_completion`); an answer with no code is None.
-    extra: more fields for the request body, e.g. {"chat_template_kwargs": {"enable_thinking": True}}.
-    """
-
-    def __init__(self, url: str, model: str, *, style: str = "completion", temperature: float = 0.7,
-                 top_p: float = 0.8, max_tokens: int = 512, timeout: float = 60.0, api_key: str | None = None,
-                 extra: dict | None = None):
-        if style == CHAT:
-            raise ValueError("an HTTP teacher answers 'completion' or 'instruct' prompts; for the chat style use "
-                             "the offline teacher (drop --teacher-url)")
-        if style not in STYLES:
-            raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
-        url = url.rstrip("/")
-        if not url.endswith("/completions"):
-            url += "/v1/chat/completions" if style == "instruct" else "/v1/completions"
-            url = url.replace("/v1/v1/", "/v1/")
-        self.url, self.model, self.style = url, model, style
-        self.chat = url.endswith("/chat/completions")
-        self.temperature, self.top_p, self.max_tokens = temperature, top_p, max_tokens
-        self.timeout, self.api_key, self.extra = timeout, api_key, dict(extra or {})
-
-    def request_body(self, task) -> dict:
-        body = {"model": self.model, "temperature": self.temperature, "top_p": self.top_p,
-                "max_tokens": self.max_tokens, "n": 1}
-        prompt = format_prompt(task, self.style)
-        if self.chat:
-            body["messages"] = [{"role": "user", "content": prompt}]
-        else:
-            body["prompt"] = prompt
-            if stop_sequences_for(self.style):
-                body["stop"] = list(stop_sequences_for(self.style))[:4]  # the OpenAI API takes at most 4
-        return {**body, **self.extra}
-
-    def ask(self, task) -> str:
-        """The raw text of the server's first choice for this task."""
-        headers = {"Content-Type": "application/json"}
-        if self.api_key:
-            headers["Authorization"] = f"Bearer {self.api_key}"
-        request = urllib.request.Request(self.url, data=json.dumps(self.request_body(task)).encode(),
-                                         headers=headers, method="POST")
-        try:
-            with urllib.request.urlopen(request, timeout=self.timeout) as response:
-                raw = response.read()
-        except urllib.error.HTTPError as e:
-            raise RuntimeError(f"the teacher at {self.url} answered HTTP {e.code}: {e.read()[:200]!r}") from e
-        except (urllib.error.URLError, TimeoutError, ConnectionError) as e:
-            raise ConnectionError(f"no teacher answers at {self.url} ({e}); start one, e.g. "
-                                  f"`vllm serve {self.model}`, or use OfflineTeacher") from e
-        try:
-            answer = json.loads(raw)
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
-            raise ValueError(f"the teacher at {self.url} did not answer with JSON ({e}); it began {raw[:80]!r}: "
-                             "is this an OpenAI-compatible endpoint?") from None
-        if not isinstance(answer, dict) or not answer.get("choices"):
-            raise ValueError(f"the teacher at {self.url} answered without choices: {str(answer)[:200]}")
-        choice = answer["choices"][0]
-        return choice["message"]["content"] if self.chat else choice["text"]
-
-    def solutions(self, tasks) -> list[str | None]:
-        out: list[str | None] = []
-        for task in tasks:
-            text = self.ask(task)
-            code = extract_completion(text, stop_sequences_for(self.style))
-            # completion style: learn the extracted body; instruct: the whole answer, thinking included
-            out.append(None if not code.strip() else (code if self.style == "completion" else text))
-        return out
-
-
-def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: float = 2.0,
-                     tokenizer=None) -> list[Example]:
-    """The teacher's answers for the TRAIN tasks among tasks, as SFT examples (prompt -> answer).
-
-    Only train tasks are asked. With verify, an answer is kept only if the code the sandbox would
-    run for it (`evaluation.answer_code`, as for the student's samples) passes the task's tests
-    (the teacher-guided GRPO README kept only valid code). Raises if an answer holds a val/test
-    reference solution. tokenizer: the student's, needed for the chat style (its chat template).
-    """
-    train = [t for t in tasks if t.split == "train"]
-    answers = teacher.solutions(train) if train else []
-    pairs = [(t, a) for t, a in zip(train, answers) if a]
-    if verify and pairs:
-        passed = run_completions([t for t, _ in pairs], [answer_code(t, a, teacher.style) for t, a in pairs],
-                                 timeout=timeout)
-        pairs = [pair for pair, ok in zip(pairs, passed) if ok]
-    examples = [Example(prompt_for(t, teacher.style, tokenizer), a, f"teacher:{t.id}") for t, a in pairs]
-    held_out = held_out_solutions(tasks)
-    leaks = [(e.source, i) for e in examples for i, s in held_out.items() if s.strip() and s in e.target]
-    if leaks:
-        raise ValueError(f"teacher answers hold val/test solutions (example, task): {leaks[:3]}")
-    return examples
 
 
 # -----------------------------------------------------------------------------

@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m course_lib.teacher_server --port 8129`: serve the train split's reference answers until Ctrl-C."""
     import argparse
 
-    from course_lib.llm_rl import OfflineTeacher
+    from course_lib.llm_teacher import OfflineTeacher
     from course_lib.tasks import load_tasks
 
     parser = argparse.ArgumentParser(prog="python -m course_lib.teacher_server", description=main.__doc__)

@@ -58,7 +58,7 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
-    from course_lib import llm, llm_cli, llm_rl
+    from course_lib import llm, llm_cli, llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     args = parse_args(argv)
@@ -73,7 +73,7 @@ def main(argv=None) -> int:
         raise SystemExit(f"{out} already holds a run (metrics.jsonl); choose another --out")
     start = time.perf_counter()
     init_adapter = llm_cli.resolve_init_adapter(args.init_adapter, args.model_name)
-    model, tokenizer = llm_rl.load_policy(args.model_name, str(accelerator.device), init_adapter=init_adapter,
+    model, tokenizer = lm_policy.load_policy(args.model_name, str(accelerator.device), init_adapter=init_adapter,
                                           seed=args.seed)  # the same start on every process
     config = llm_rl.RLConfig(method=args.method, steps=args.steps, prompts_per_step=args.batch_size,
                              group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr,

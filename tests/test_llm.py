@@ -71,14 +71,14 @@ def test_parameter_counts_from_the_config_match_the_built_models():
 
 def test_no_humaneval_test_problem_enters_pretraining_sft_or_teacher_data(tasks):
     """HumanEval's 33 test problems measure generalisation: their solutions are in no training data."""
-    from course_lib import llm_rl
+    from course_lib import llm_teacher
     from course_lib.tasks import load_humaneval
 
     humaneval = load_humaneval()
     assert sum(t.split == "test" for t in humaneval) == 33
     data = {"pretraining": llm.pretraining_examples(tasks),
             "sft": llm.sft_examples([t for t in tasks if t.split == "train"]),
-            "teacher": llm_rl.teacher_examples(llm_rl.OfflineTeacher(), tasks, verify=False)}
+            "teacher": llm_teacher.teacher_examples(llm_teacher.OfflineTeacher(), tasks, verify=False)}
     for name, examples in data.items():
         assert examples and find_leaks(examples, humaneval) == [], name
         text = "\n".join(e.prompt + e.target for e in examples)

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from types import SimpleNamespace  # noqa: E402
 
-from course_lib import evaluation, llm, llm_rl, pg, ppo, rl  # noqa: E402
+from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, pg, ppo, rl  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
 
@@ -87,7 +87,7 @@ def test_reinforce_loss_by_hand():
 def test_token_logprobs_score_only_the_completion(small_dir):
     model, tokenizer = llm.load_model(str(small_dir), "cpu")
     batch = llm.sft_batch(tokenizer, [Example("def f(x):\n", "    return x\n", ""), Example("def g():\n", "    pass\n", "")])
-    logprobs, mask = llm_rl.token_logprobs(model, batch)
+    logprobs, mask = lm_policy.token_logprobs(model, batch)
     _, n_prompt = llm.encode_example(tokenizer, "def f(x):\n", "    return x\n")
     ids, _ = llm.encode_example(tokenizer, "def f(x):\n", "    return x\n")
     assert mask[0].sum() == len(ids) - n_prompt  # completion + <eos>
@@ -101,14 +101,14 @@ def test_token_logprobs_score_only_the_completion(small_dir):
 # --- the policy, its reference, one update of each method ---------------------------------------
 
 def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_dir, sft_adapter):
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
     batch = llm.sft_batch(tokenizer, [Example("def f(x):\n", "    return x + 1\n", "")])
     with torch.no_grad():
-        new, mask = llm_rl.token_logprobs(model, batch)
+        new, mask = lm_policy.token_logprobs(model, batch)
         with model.disable_adapter():
-            ref, _ = llm_rl.token_logprobs(model, batch)
+            ref, _ = lm_policy.token_logprobs(model, batch)
         sft_model = llm.load_adapter(llm.load_model(str(small_dir), "cpu")[0], sft_adapter)
-        sft_logprobs, _ = llm_rl.token_logprobs(sft_model, batch)
+        sft_logprobs, _ = lm_policy.token_logprobs(sft_model, batch)
     assert torch.allclose(ref, sft_logprobs, atol=1e-5)  # the reference is the SFT model (merged)
     _, stats = ppo.ppo_loss(new, new, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert abs(stats["kl_ref"]) < 1e-6
@@ -116,7 +116,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.add_(0.5)
-        moved, _ = llm_rl.token_logprobs(model, batch)
+        moved, _ = lm_policy.token_logprobs(model, batch)
     _, stats = ppo.ppo_loss(moved, moved, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert stats["kl_ref"] > 1e-4
 
@@ -126,7 +126,7 @@ def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_a
     # an untrained model's samples all fail at the same length: equal rewards, zero advantages, no update.
     # Here every other sample "passes", so each method has something to learn from.
     monkeypatch.setattr(llm_rl, "run_tests_batch", every_other_passes)
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
     lora, frozen = lora_and_frozen(model)
     pool = [t for t in tasks if t.split != "test"]
     history = llm_rl.train_rl(model, tokenizer, pool, method=method, steps=1, prompts_per_step=3,
@@ -171,7 +171,7 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
 
     monkeypatch.setattr(llm_rl, "generate", fake_generate)
     monkeypatch.setattr(llm_rl, "run_tests_batch", fake_run)
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     tokenizer.chat_template = CHAT_TEMPLATE
     pool = [t for t in tasks if t.split == "train"][:2]
     lora, frozen = lora_and_frozen(model)
@@ -190,10 +190,10 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
 def test_teacher_grpo_in_the_chat_style_learns_the_fenced_function_after_the_chat_prompt(small_dir, tasks):
     """The offline teacher answers a chat prompt as an instruct model does (the whole function in a fenced
     block), its answers are checked by the same extraction as the student's, and they join the loss."""
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     tokenizer.chat_template = CHAT_TEMPLATE
     pool = [t for t in tasks if t.split != "test"]
-    examples = llm_rl.teacher_examples(llm_rl.OfflineTeacher("chat"), pool, tokenizer=tokenizer)
+    examples = llm_teacher.teacher_examples(llm_teacher.OfflineTeacher("chat"), pool, tokenizer=tokenizer)
     train = [t for t in pool if t.split == "train"]
     assert len(examples) == len(train)  # every train reference solution passes; no val task is asked
     first = next(t for t in train if examples[0].source == f"teacher:{t.id}")
@@ -225,7 +225,7 @@ def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tas
 
 
 def test_rl_refuses_test_tasks_and_bad_settings(small_dir, tasks):
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     with pytest.raises(ValueError, match="held-out test task"):
         llm_rl.train_rl(model, tokenizer, tasks, method="ppo", steps=1)
     pool = [t for t in tasks if t.split == "train"]
@@ -235,7 +235,7 @@ def test_rl_refuses_test_tasks_and_bad_settings(small_dir, tasks):
         with pytest.raises(ValueError, match=message):
             llm_rl.train_rl(model, tokenizer, pool, steps=1, **bad)
     with pytest.raises(FileNotFoundError, match="no adapter"):
-        llm_rl.load_policy(str(small_dir), "cpu", init_adapter=small_dir)
+        lm_policy.load_policy(str(small_dir), "cpu", init_adapter=small_dir)
 
 
 # --- the teacher ---------------------------------------------------------------------------------
@@ -253,16 +253,16 @@ class RecordingTeacher:
 
 
 def test_teacher_data_never_holds_val_or_test_solutions(tasks):
-    offline = llm_rl.OfflineTeacher().solutions(tasks)
+    offline = llm_teacher.OfflineTeacher().solutions(tasks)
     assert all((s is None) == (t.split != "train") for t, s in zip(tasks, offline))
-    examples = llm_rl.teacher_examples(llm_rl.OfflineTeacher(), tasks)
+    examples = llm_teacher.teacher_examples(llm_teacher.OfflineTeacher(), tasks)
     train_ids = {t.id for t in tasks if t.split == "train"}
     assert {e.source.split(":", 1)[1] for e in examples} <= train_ids and len(examples) > 0.9 * len(train_ids)
     held_out = [t.solution.strip() for t in tasks if t.split != "train"]
     assert not any(s in e.target for e in examples for s in held_out)
 
     recording = RecordingTeacher()
-    llm_rl.teacher_examples(recording, tasks, verify=False)
+    llm_teacher.teacher_examples(recording, tasks, verify=False)
     assert set(recording.asked) == {"train"}  # never asked about a val or test task
 
     class Leaky(RecordingTeacher):  # answers train prompts with a val solution
@@ -270,9 +270,9 @@ def test_teacher_data_never_holds_val_or_test_solutions(tasks):
             val = next(t for t in tasks if t.split == "val")
             return [val.solution for _ in tasks_]
     with pytest.raises(ValueError, match="val/test solutions"):
-        llm_rl.teacher_examples(Leaky(), tasks, verify=False)
+        llm_teacher.teacher_examples(Leaky(), tasks, verify=False)
 
-    instruct = llm_rl.OfflineTeacher("instruct").solutions([t for t in tasks if t.split == "train"][:1])[0]
+    instruct = llm_teacher.OfflineTeacher("instruct").solutions([t for t in tasks if t.split == "train"][:1])[0]
     assert instruct.startswith("<think>") and "```python\n" in instruct
 
 
@@ -301,11 +301,11 @@ def test_http_teacher_speaks_the_openai_api(tasks):
     base = f"http://127.0.0.1:{server.server_port}"
     try:
         task = next(t for t in tasks if t.split == "train")
-        teacher = llm_rl.HTTPTeacher(base, "teacher-model")
+        teacher = llm_teacher.HTTPTeacher(base, "teacher-model")
         assert teacher.url == base + "/v1/completions"
         assert teacher.solutions([task]) == ["    return a + b\n"]  # cut at the stop sequence
         assert seen[-1][1]["prompt"] == task.prompt and seen[-1][1]["model"] == "teacher-model"
-        chat = llm_rl.HTTPTeacher(base + "/v1", "teacher-model", style="instruct")
+        chat = llm_teacher.HTTPTeacher(base + "/v1", "teacher-model", style="instruct")
         assert chat.url == base + "/v1/chat/completions"
         answer = chat.solutions([task])[0]
         assert answer.startswith("<think>") and seen[-1][1]["messages"][0]["role"] == "user"
@@ -313,7 +313,7 @@ def test_http_teacher_speaks_the_openai_api(tasks):
         server.shutdown()
         server.server_close()
     with pytest.raises(ConnectionError, match="no teacher answers"):
-        llm_rl.HTTPTeacher(base, "m", timeout=2).solutions([task])
+        llm_teacher.HTTPTeacher(base, "m", timeout=2).solutions([task])
 
 
 # --- the command line ----------------------------------------------------------------------------

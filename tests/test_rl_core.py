@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import llm_rl, rl
+from course_lib import llm_rl, lm_policy, rl
 from course_lib.ppo import compute_gae, normalize_advantages
 from course_lib.rollout import Rollout
 from course_lib.trainer import PPOConfig, PPOTrainer
@@ -34,7 +34,7 @@ def spy_on_learn(monkeypatch) -> list:
 def test_the_gru_and_the_language_model_go_through_the_same_update(small_dir, tasks, monkeypatch):
     calls = spy_on_learn(monkeypatch)
     PPOTrainer(PPOConfig(**GRU_RUN), None, progress=False).train()            # chapter 6's loop
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)      # chapter 10's
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)      # chapter 10's
     for method in llm_rl.METHODS:
         llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split == "train"], method=method, steps=1,
                         prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
@@ -44,7 +44,7 @@ def test_the_gru_and_the_language_model_go_through_the_same_update(small_dir, ta
 def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
     """The rollout keeps the sampled ids; their log-probabilities, read in one padded batch, equal those of
     each prompt + ids read alone (no re-tokenisation of the text, no padding or position error)."""
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     config = llm_rl.RLConfig(group_size=3, max_new_tokens=10, temperature=1.0)
     pool = [t for t in tasks if t.split == "train"][:3]
     ro = llm_rl.rollout(model, tokenizer, pool, config, seed=0)
@@ -60,7 +60,7 @@ def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
         assert torch.allclose(ro.logprobs[i, :n], by_hand, atol=1e-4)
         assert torch.all(ro.logprobs[i, n:] == 0)
         assert ro.rewards[i, n - 1] == pytest.approx(episode.reward) and ro.rewards[i].sum() == pytest.approx(episode.reward)
-    actor = llm_rl.LMActor(model, tokenizer, config.temperature)
+    actor = lm_policy.LMActor(model, tokenizer, config.temperature)
     rows = torch.tensor([1, 4, 8])
     logprobs, entropy, values = actor.score(ro, rows)
     assert torch.allclose(logprobs, ro.logprobs[rows, :logprobs.shape[1]], atol=1e-5) and values is None
@@ -132,15 +132,15 @@ def test_a_resumed_language_model_run_equals_an_uninterrupted_one(small_dir, tas
     def trainable(model):
         return {n: p.detach().clone() for n, p in model.named_parameters() if p.requires_grad}
 
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     whole = llm_rl.train_rl(model, tokenizer, pool, **settings)
     expected = trainable(model)
 
     state = tmp_path / "rl_state.pt"
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     first = llm_rl.train_rl(model, tokenizer, pool, state_file=state, stop_after=1, **settings)
     assert len(first) == 1 and state.exists()
-    model, tokenizer = llm_rl.load_policy(str(small_dir), "cpu", seed=0)  # a fresh process, as after a crash
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)  # a fresh process, as after a crash
     resumed = llm_rl.train_rl(model, tokenizer, pool, state_file=state, resume=True, **settings)
     drop = ("seconds",)
     assert [{k: v for k, v in r.items() if k not in drop} for r in resumed] == \

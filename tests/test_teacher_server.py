@@ -182,7 +182,7 @@ def tasks():
 
 @pytest.mark.parametrize("style", ["completion", "instruct"])
 def test_http_teacher_over_loopback_reproduces_the_offline_teacher(tasks, style):
-    from course_lib.llm_rl import HTTPTeacher, OfflineTeacher, teacher_examples
+    from course_lib.llm_teacher import HTTPTeacher, OfflineTeacher, teacher_examples
 
     offline = OfflineTeacher(style)
     train = [t for t in tasks if t.split == "train"][:6]
@@ -200,7 +200,7 @@ def test_http_teacher_over_loopback_reproduces_the_offline_teacher(tasks, style)
 
 
 def test_http_teacher_errors_are_clear(tasks, not_json_url):
-    from course_lib.llm_rl import HTTPTeacher, OfflineTeacher
+    from course_lib.llm_teacher import HTTPTeacher, OfflineTeacher
 
     task = next(t for t in tasks if t.split == "train")
     with TeacherServer(answers_from(OfflineTeacher("instruct"), [task]), model="stand-in") as server:
@@ -217,7 +217,7 @@ def test_http_teacher_errors_are_clear(tasks, not_json_url):
 
 
 def test_answers_from_refuses_unknown_prompts(tasks):
-    from course_lib.llm_rl import OfflineTeacher
+    from course_lib.llm_teacher import OfflineTeacher
 
     answer = answers_from(OfflineTeacher("instruct"), tasks)
     train = next(t for t in tasks if t.split == "train")
