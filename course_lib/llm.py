@@ -427,11 +427,12 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
 
     The same two from_pretrained calls serve all three. "tiny" reads DEFAULT_TINY_DIR and,
     if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
-    device: "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
+    device: "cuda", "cpu", or None / "auto": "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    device = device or ("cuda" if torch.cuda.is_available() else "cpu")
+    if device in (None, "auto"):
+        device = "cuda" if torch.cuda.is_available() else "cpu"
     path = resolve_model_name(model_name)
     if model_name == TINY and not (Path(path) / "config.json").exists():
         if not pretrain_if_missing:

@@ -54,7 +54,8 @@ def add_arguments(parser) -> None:
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature for the pass rates [0.8]")
     parser.add_argument("--max-new-tokens", type=int, default=128, help="generation limit [128]")
     parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
-    parser.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
+    parser.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available, else cpu "
+                                                          "(bfloat16 weights on cuda) [auto]")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")

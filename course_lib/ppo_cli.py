@@ -77,7 +77,7 @@ def add_eval_arguments(parser) -> None:
                              help="how the task is put to the model; default: chat if its tokenizer has a chat "
                                   "template, else completion")
     llm_options.add_argument("--humaneval", action="store_true", help="also the 164 HumanEval problems")
-    llm_options.add_argument("--device", default=None, help="cuda or cpu [cuda if available]")
+    llm_options.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available [auto]")
     parser.set_defaults(func=main_eval)
 
 
