@@ -26,7 +26,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
+from course_lib.models import generate
+from course_lib.pretrain import pretraining_texts
+from course_lib.progress import tqdm
 from course_lib.rollout import TaskSampler
+from course_lib.sandbox import run_tests_batch
 from course_lib.teacher import PassingPrograms, teacher_losses
 from course_lib.trainer import evaluate_policy
 
@@ -34,9 +38,6 @@ from course_lib.trainer import evaluate_policy
 def _sample(model, tokenizer, tasks, *, k: int, temperature: float, generator, allowed_ids,
             max_new_tokens: int, timeout: float):
     """k sampled completions per task, each run against its tests (one sandbox batch)."""
-    from course_lib.models import generate
-    from course_lib.sandbox import run_tests_batch
-
     rows = [t for t in tasks for _ in range(k)]
     completions = generate(model, tokenizer, [t.prompt for t in rows], max_new_tokens=max_new_tokens,
                            temperature=temperature, allowed_ids=allowed_ids, generator=generator)
@@ -52,8 +53,6 @@ def best_of_n(model, tokenizer, tasks: Sequence, *, temperature: float = 1.5, sa
 
     A fixed `rounds` makes the result repeatable; a `time_budget` matches another method's wall time.
     """
-    from course_lib.progress import tqdm
-
     if rounds is None and time_budget is None:
         raise ValueError("best_of_n needs rounds or time_budget (or both)")
     if any(t.split == "test" for t in tasks):
@@ -110,10 +109,6 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
     trainer's two teacher terms without its policy-gradient loss. Greedy pass rates on train and val are
     logged every `eval_every` rounds. The model is trained in place.
     """
-    from course_lib.progress import tqdm
-
-    from course_lib.pretrain import pretraining_texts
-
     if rounds is None and time_budget is None:
         raise ValueError("expert_iteration needs rounds or time_budget (or both)")
     tasks = list(tasks)

@@ -25,6 +25,7 @@ from pathlib import Path
 import torch
 
 from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.tokenizers import BPETokenizer, CharTokenizer
 
 FORMAT_VERSION = 1
 
@@ -149,8 +150,6 @@ def _read(path, map_location) -> dict:
 
 
 def _tokenizer_from_dict(data: dict):
-    from course_lib.tokenizers import BPETokenizer, CharTokenizer
-
     kinds = {"char": CharTokenizer, "bpe": BPETokenizer}
     if data.get("type") not in kinds:
         raise CheckpointFormatError(f"unknown tokenizer type {data.get('type')!r} in checkpoint")

@@ -35,6 +35,7 @@ from gymnasium import spaces
 
 from course_lib.sandbox import TestReport, run_tests, run_tests_batch
 from course_lib.tasks import Task, load_tasks
+from course_lib.tokenizers import course_tokenizer
 
 ENV_ID = "CodeGen-v0"
 DEFAULT_MAX_NEW_TOKENS = 160  # the longest reference solution (146 characters) + <eos> fits
@@ -92,7 +93,6 @@ def course_alphabet(tokenizer) -> np.ndarray:
 
 
 def _course_tokenizer():
-    from course_lib.tokenizers import course_tokenizer
     return course_tokenizer()
 
 

@@ -27,6 +27,7 @@ from typing import Sequence
 import torch
 
 from course_lib.models import GRUPolicy, generate_ids
+from course_lib.sandbox import run_tests_batch
 
 
 def epsilon_greedy(logits: torch.Tensor, *, epsilon: float, temperature: float = 1.0,
@@ -63,8 +64,6 @@ def explore(model: GRUPolicy, tokenizer, tasks: Sequence, *, epsilon: float, tem
             timeout: float = 2.0) -> list[tuple]:
     """An epsilon-greedy completion for each task (list a task k times for k tries), run against its
     tests in one sandbox batch. Returns (task, completion, TestReport) triples."""
-    from course_lib.sandbox import run_tests_batch
-
     tasks = list(tasks)
     if any(t.split == "test" for t in tasks):
         raise ValueError("test tasks are never explored: they measure generalisation")

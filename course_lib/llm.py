@@ -50,6 +50,9 @@ import torch
 from course_lib.pretrain import (IGNORE_INDEX, Example, batches, drop_leaks, find_leaks, pretraining_texts,
                                 task_examples)
 from course_lib.ppo import warmup_cosine
+from course_lib.progress import tqdm
+from course_lib.tasks import load_tasks
+from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe
 
 TINY = "tiny"
 SMOLLM2 = "smollm2-135m-instruct"
@@ -172,7 +175,6 @@ def train_tiny_tokenizer(texts: Sequence[str], vocab_size: int = TINY_ARCHITECTU
     """A byte-level BPE (`course_lib.tokenizers.train_hf_bpe`) wrapped as a transformers tokenizer."""
     from transformers import PreTrainedTokenizerFast
 
-    from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe
 
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=train_hf_bpe(texts, vocab_size),
                                         bos_token=BOS, eos_token=EOS, pad_token=PAD)
@@ -239,8 +241,6 @@ def train_causal_lm(model, tokenizer, examples: Sequence[Example], *, steps: int
     (`course_lib.ppo.warmup_cosine`). eval_fn(model) -> dict is called every eval_every
     steps and after the last; its numbers join that step's dict.
     """
-    from course_lib.progress import tqdm
-
     if steps < 1 or batch_size < 1:
         raise ValueError(f"steps and batch_size must be at least 1, got {steps} and {batch_size}")
     torch.manual_seed(seed)
@@ -309,8 +309,6 @@ def pretrain_tiny_coder(out_dir=None, *, steps: int = 300, batch_size: int = 16,
     curves, the data counts and the wall time, and is saved (all but the time) as pretraining.json.
     examples and tokenizer default to `pretraining_examples(tasks)` and a tokenizer trained on them.
     """
-    from course_lib.tasks import load_tasks
-
     tasks = load_tasks() if tasks is None else list(tasks)
     examples = pretraining_examples(tasks) if examples is None else list(examples)
     leaks = find_leaks(examples, tasks)

@@ -34,6 +34,10 @@ import torch
 import torch.nn.functional as F
 
 from course_lib.models import GRUConfig, GRUPolicy, generate
+from course_lib.progress import tqdm
+from course_lib.sandbox import run_tests_batch
+from course_lib.tasks import load_tasks
+from course_lib.tokenizers import course_tokenizer
 
 IGNORE_INDEX = -100  # cross_entropy skips targets equal to this
 REGIMES = ("memorise", "broad")
@@ -147,9 +151,6 @@ def pretraining_texts(regime: str, *, tasks=None, tokenizer=None, train_repeats:
     broad: each train pair appears train_repeats times among the stdlib functions,
     so our tasks' style is not drowned out.
     """
-    from course_lib.tasks import load_tasks
-    from course_lib.tokenizers import course_tokenizer
-
     if regime not in REGIMES:
         raise ValueError(f"unknown regime {regime!r}; choose one of {REGIMES}")
     tasks = load_tasks() if tasks is None else list(tasks)
@@ -220,8 +221,6 @@ def pretrain(model: GRUPolicy, tokenizer, examples: Sequence[Example], *, epochs
 
     The learning rate decays along a cosine from lr to lr/10 over the run.
     """
-    from course_lib.progress import tqdm
-
     torch.manual_seed(seed)
     rng = random.Random(seed)
     plan = [b for _ in range(epochs) for b in batches(examples, batch_size, rng)]
@@ -286,8 +285,6 @@ def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float
              "completions": {task id: [completion, ...]}}.
     Greedy decoding is deterministic, so it uses one sample per task.
     """
-    from course_lib.sandbox import run_tests_batch
-
     tasks = list(tasks)
     n = 1 if (greedy or temperature == 0) else n_samples
     generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)

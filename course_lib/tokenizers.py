@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
+from course_lib.tasks import load_tasks
+
 FORMAT_VERSION = 1
 PAD, BOS, EOS = "<pad>", "<bos>", "<eos>"
 SPECIAL_TOKENS = (PAD, BOS, EOS)
@@ -161,7 +163,6 @@ class CharTokenizer:
 
 def course_tokenizer() -> CharTokenizer:
     """The tokenizer the course uses: built from the whole task set by the rule of `tokenizer_texts`."""
-    from course_lib.tasks import load_tasks
     return CharTokenizer.from_tasks(load_tasks())
 
 

@@ -27,6 +27,10 @@ import functools
 import random
 from dataclasses import dataclass
 
+from course_lib.pretrain import held_out_solutions, holds_solution
+from course_lib.sandbox import run_tests_batch
+
+
 # -----------------------------------------------------------------------------
 # the pieces: a phrase, and the code it means (v is the variable it applies to)
 
@@ -260,8 +264,6 @@ def all_variants(seed: int = 0, copies: int = 2, generic_names: float = 1.0,
 def _held_out_passes(variants: tuple[Variant, ...], tasks: tuple) -> tuple[tuple[str, ...], ...]:
     """For each variant, the val/test tasks whose tests it passes: one sandbox job per held-out task,
     one test per variant (its definition, `entry_point = name`, then the task's asserts)."""
-    from course_lib.sandbox import run_tests_batch
-
     held_out = [t for t in tasks if t.split != "train"]
     candidates = [[k for k, v in enumerate(variants) if v.arity == _arity(t.prompt)] for t in held_out]
     jobs = [("", [variants[k].prompt + variants[k].solution + f"{t.entry_point} = {variants[k].name}\n"
@@ -298,8 +300,6 @@ def safe_variants(tasks, vocab=None, **options) -> list[Variant]:
     character outside vocab (if given). The behaviour check runs on every variant written, so
     `held_out_matches(all_variants(**options), tasks)` reuses it.
     """
-    from course_lib.pretrain import held_out_solutions, holds_solution
-
     written = tuple(all_variants(**options))
     passes = _held_out_passes(written, tuple(tasks))
     solutions = held_out_solutions(tasks).values()

@@ -97,7 +97,7 @@ def test_a_check_that_did_not_finish_lets_nothing_through(tasks, monkeypatch):
         return [TestReport(0, len(tests), Status.TIMEOUT, 60.0, (None,) * len(tests), "timed out")
                 for _, tests in jobs]
 
-    monkeypatch.setattr("course_lib.sandbox.run_tests_batch", unfinished)
+    monkeypatch.setattr("course_lib.variants.run_tests_batch", unfinished)
     variants_module._held_out_passes.cache_clear()
     with pytest.raises(RuntimeError, match="did not finish"):
         safe_variants(tasks, seed=7)
