@@ -33,7 +33,7 @@ __version__ = "0.1.0"
 
 def _register_environments() -> None:
     """Make ``gymnasium.make("CodeGen-v0")`` work after ``import course_lib`` (chapter 3)."""
-    from course_lib.env import register
+    from course_lib.env import register  # the package's own init: env imports the package's modules
     register()
 
 

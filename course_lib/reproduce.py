@@ -94,7 +94,7 @@ def execute(notebook: Path, parameters: dict | None = None, output: Path | None 
     import papermill as pm  # the book extra: imported here so `python -m course_lib ppo` runs without it
     from nbclient.exceptions import CellTimeoutError
 
-    from course_lib import batch_engine
+    from course_lib import batch_engine  # jupyter's kernel machinery: only when a notebook runs
 
     batch_engine.register()
     cell_timeout = cell_timeout or batch_engine.CELL_TIMEOUT_S

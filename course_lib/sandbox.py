@@ -369,7 +369,7 @@ def _read_exactly(fd: int, n: int, deadline: float) -> bytes:
 
 def _descendants(root: int) -> list[int]:
     """Pids whose chain of parents leads to ``root`` (the worker's own /proc walk)."""
-    from course_lib._sandbox_worker import descendants_of
+    from course_lib._sandbox_worker import descendants_of  # the worker script's code, read only for this walk
     return descendants_of(root)
 
 

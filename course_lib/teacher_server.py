@@ -252,7 +252,7 @@ def answers_from(teacher, tasks) -> Callable[[str], str]:
     once, here, for all tasks. A prompt it has no answer for (a val or test task, for the
     offline teacher) gets UNKNOWN_ANSWER, a reply that holds no code.
     """
-    from course_lib.evaluation import format_prompt
+    from course_lib.evaluation import format_prompt  # transformers is heavy: the server itself does not need it
 
     tasks = list(tasks)
     table = {format_prompt(t, teacher.style): a for t, a in zip(tasks, teacher.solutions(tasks)) if a}
@@ -267,7 +267,7 @@ def main(argv: list[str] | None = None) -> int:
     """`python -m course_lib.teacher_server --port 8129`: serve the train split's reference answers until Ctrl-C."""
     import argparse
 
-    from course_lib.llm_teacher import OfflineTeacher
+    from course_lib.llm_teacher import OfflineTeacher  # transformers is heavy: only the command line needs it
     from course_lib.tasks import load_tasks
 
     parser = argparse.ArgumentParser(prog="python -m course_lib.teacher_server", description=main.__doc__)
