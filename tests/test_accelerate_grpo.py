@@ -23,6 +23,7 @@ def accelerate_cli() -> str | None:
 
 @pytest.mark.skipif(accelerate_cli() is None, reason="the accelerate command is not installed")
 @pytest.mark.skipif(not SFT_ADAPTER.exists(), reason="the tiny coder's SFT adapter (chapter 9) is not there")
+@pytest.mark.slow
 @pytest.mark.parametrize("method", ["grpo", "teacher-grpo"])
 def test_two_cpu_processes_train_one_adapter(tmp_path, method):
     out = tmp_path / "run"

@@ -68,6 +68,7 @@ def test_the_docstring_says_what_the_code_does():
     assert [p for p, r in zip(expected, reports) if not r.all_passed] == []
 
 
+@pytest.mark.slow
 def test_no_kept_variant_passes_a_held_out_task(tasks, safe):
     """Checked the slow way, one (variant, task) job at a time, on every 4th kept variant."""
     held_out = [t for t in tasks if t.split != "train"]
