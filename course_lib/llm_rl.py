@@ -160,10 +160,9 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
                  logprobs=torch.zeros(B, T), values=torch.zeros(B, T), mask=mask, rewards=token_rewards,
                  bootstrap=torch.zeros(B))
     with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning
-        ro.logprobs, values = LMActor(model, tokenizer, config.temperature, value_head)._score(
-            ro, torch.arange(B), value_head is not None)
-        if values is not None:
-            ro.values = values
+        ro.logprobs, _, values = LMActor(model, tokenizer, config.temperature, value_head).score(ro, torch.arange(B))
+    if values is not None:
+        ro.values = values
     return ro
 
 
@@ -341,8 +340,7 @@ class RunState:
 
     def load(self, path, tasks_by_id: dict) -> tuple[list, list[dict]]:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        saved = {k: tuple(v) if isinstance(v, list) else v for k, v in state["config"].items()}
-        now = asdict(self.config)
+        saved, now = state["config"], asdict(self.config)
         changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
         if changed:
             raise ValueError(f"{path} was written by a run with other settings: "
