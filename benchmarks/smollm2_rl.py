@@ -78,9 +78,22 @@ def measure_humaneval(model, tokenizer, seed: int) -> dict:
             "humaneval_test_tasks": len(result["per_task"])}
 
 
+def trl_curve(history: list[dict], epochs: int) -> list[dict]:
+    """TRL's log as the course's curve: one row per rollout batch (TRL logs its reward on the optimiser
+    step that generated the batch; the next epochs - 1 steps reuse it), with the KL and clip fraction of
+    that round's last optimiser step and the round's seconds."""
+    rounds = [history[i:i + epochs] for i in range(0, len(history), epochs)]
+    return [{"step": n, "reward": round(r[0]["reward"], 4), "pass_rate": round(r[0]["reward"], 4),
+             "avg_len": round(r[0]["completions/mean_length"], 2), "kl_ref": r[-1]["kl"],
+             "clip_frac": r[-1]["clip_ratio/region_mean"], "seconds": round(sum(x["step_time"] for x in r), 2)}
+            for n, r in enumerate(rounds, start=1)]
+
+
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
-         humaneval: bool = False) -> None:
+         humaneval: bool = False, loop: str = "course") -> None:
     """Run `method` (RL's other settings unchanged) for each seed missing from `output`.
+    loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
+    `course_lib.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     start_from: a record with the same model and evaluation settings whose start row is reused
     (the start's evaluation depends on neither the method nor the seed's training).
     humaneval: also greedy pass@1 on HumanEval's 33 test problems, for the start and every seed."""
@@ -91,6 +104,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     from course_lib.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
+    from course_lib.trl_grpo import train_trl_grpo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
@@ -98,6 +112,11 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     tasks = load_tasks()
     rl = {**RL, "method": method}
     settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
+    label = method if loop == "course" else f"{loop}-{method}"
+    if loop == "trl":
+        import trl
+
+        settings["loop"] = f"TRL {trl.__version__} GRPOTrainer (course_lib.trl_grpo.train_trl_grpo)"
     if humaneval:
         settings["humaneval"] = "greedy pass@1 on HumanEval's 33 test problems (course_lib.tasks.load_humaneval('test'))"
     old = json.loads(output.read_text()) if output.exists() else {}
@@ -108,7 +127,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
         if all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
             runs = [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
             print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
-    done = {r["seed"] for r in runs if r["model"] == method}
+    done = {r["seed"] for r in runs if r["model"] == label}
     elapsed = old.get("wall_seconds", 0.0) if same else 0.0
     if same:
         print(f"extending {output.relative_to(REPO_ROOT)}: it has seeds {sorted(done)}")
@@ -132,21 +151,26 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
             start_row.update(measure_humaneval(model, tokenizer, seed))
             print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
         start = time.perf_counter()
-        history = llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split != "test"],
-                                  llm_rl.RLConfig(**rl, seed=seed), progress=False)
+        pool, config = [t for t in tasks if t.split != "test"], llm_rl.RLConfig(**rl, seed=seed)
+        if loop == "trl":
+            history = train_trl_grpo(model, tokenizer, pool, config)
+            curve = trl_curve(history, config.epochs)
+        else:
+            history = llm_rl.train_rl(model, tokenizer, pool, config, progress=False)
+            curve = [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
+                                        "clip_frac", "seconds", "teacher_sft_loss", "self_sft_loss") if k in r}
+                     for r in history]
         train_seconds = time.perf_counter() - start
-        row = {"model": method, "seed": seed, **measure(model, tokenizer, tasks, seed),
+        row = {"model": label, "seed": seed, **measure(model, tokenizer, tasks, seed),
                **(measure_humaneval(model, tokenizer, seed) if humaneval else {}),
-               "curve": [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass",
-                                            "kl_ref", "clip_frac", "seconds", "teacher_sft_loss", "self_sft_loss")
-                         if k in r} for r in history],
+               "curve": curve,
                "train_seconds": round(train_seconds, 1), "seconds": round(time.perf_counter() - start, 1)}
         runs.append(row)
-        print(f" {method} seed {seed}: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
+        print(f" {label} seed {seed}: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        done_seeds = sorted(r["seed"] for r in runs if r["model"] == method)
+        done_seeds = sorted(r["seed"] for r in runs if r["model"] == label)
         report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
                   "seeds": done_seeds,
                   "runs": runs, "wall_seconds": round(elapsed + time.perf_counter() - start_all, 1),

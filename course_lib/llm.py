@@ -373,6 +373,7 @@ def smollm2_folder(cache_dir: Path | None = None) -> Path:
 
     out = (cache_dir or model_cache_dir()) / SMOLLM2
     if (out / "config.json").exists():
+        _drop_gguf_quantization(out)  # a cache made before this mark was dropped
         return out
     spec = importlib.util.find_spec(SMOLLM2_PACKAGE)  # finds the folder without importing it (it needs `llm`)
     gguf_path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF if spec else None
@@ -396,10 +397,21 @@ def smollm2_folder(cache_dir: Path | None = None) -> Path:
         partial = out.with_name(out.name + f".partial-{os.getpid()}")
         model.save_pretrained(partial)
         tokenizer.save_pretrained(partial)
+        _drop_gguf_quantization(partial)
         partial.rename(out)  # a folder with config.json is always complete
     finally:
         hf_logging.enable_progress_bar()
     return out
+
+
+def _drop_gguf_quantization(folder: Path) -> None:
+    """Remove the "gguf" quantization mark the converted config inherits: its weights are float32, and
+    trainers (TRL's, transformers') refuse to train a model that says it is GGUF-quantized."""
+    config_file = folder / "config.json"
+    config = json.loads(config_file.read_text())
+    if config.get("quantization_config", {}).get("quant_method") == "gguf":
+        del config["quantization_config"]
+        config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
 def resolve_model_name(model_name: str) -> str:

@@ -111,6 +111,12 @@ class RLConfig(Config):
 # -----------------------------------------------------------------------------
 # 2. reward and 3. advantages
 
+def test_reports(tasks: Sequence, texts: Sequence[str], style: str, timeout: float = 2.0) -> list:
+    """Run the function each answer holds (`evaluation.answer_code`) against its task's tests, in the sandbox."""
+    return run_tests_batch([(t.program(answer_code(t, text, style)), t.tests) for t, text in zip(tasks, texts)],
+                           timeout=timeout)
+
+
 def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:
     """The DeepSeek-Coder LoRA-RL report's reward: 1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
     return torch.tensor([float(p) - alpha * n / 100 for p, n in zip(passed, n_tokens)])
@@ -140,8 +146,7 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
                     max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
     sample_tasks = [tasks[g.prompt_index] for g in gens]
-    reports = run_tests_batch([(t.program(answer_code(t, g.text, config.style)), t.tests)
-                               for t, g in zip(sample_tasks, gens)], timeout=config.timeout)
+    reports = test_reports(sample_tasks, [g.text for g in gens], config.style, config.timeout)
     rewards = length_penalised_reward([r.all_passed for r in reports], [g.n_tokens for g in gens], config.length_alpha)
     B, T = len(gens), max(1, max(len(g.ids) for g in gens))
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
