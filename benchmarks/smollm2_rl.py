@@ -90,10 +90,12 @@ def trl_curve(history: list[dict], epochs: int) -> list[dict]:
 
 
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
-         humaneval: bool = False, loop: str = "course") -> None:
+         humaneval: bool = False, loop: str = "course", humaneval_train: bool = False) -> None:
     """Run `method` (RL's other settings unchanged) for each seed missing from `output`.
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
     `course_lib.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
+    humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
+    LoRA-RL report's protocol; `llm --rollout-humaneval`); its 33 test problems stay unseen.
     start_from: a record with the same model and evaluation settings whose start row is reused
     (the start's evaluation depends on neither the method nor the seed's training).
     humaneval: also greedy pass@1 on HumanEval's 33 test problems, for the start and every seed."""
@@ -103,7 +105,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     from course_lib import llm_rl, lm_policy
     from course_lib.reproduce import cpu_model
     from course_lib.sandbox import run_tests
-    from course_lib.tasks import load_tasks
+    from course_lib.tasks import load_humaneval, load_tasks
     from course_lib.trl_grpo import train_trl_grpo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -113,6 +115,8 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     rl = {**RL, "method": method}
     settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
     label = method if loop == "course" else f"{loop}-{method}"
+    if humaneval_train:
+        settings["rollout_pool"] = "course train + val, and HumanEval's 131 training problems"
     if loop == "trl":
         import trl
 
@@ -151,7 +155,8 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
             start_row.update(measure_humaneval(model, tokenizer, seed))
             print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
         start = time.perf_counter()
-        pool, config = [t for t in tasks if t.split != "test"], llm_rl.RLConfig(**rl, seed=seed)
+        pool = [t for t in tasks if t.split != "test"] + (load_humaneval("train") if humaneval_train else [])
+        config = llm_rl.RLConfig(**rl, seed=seed)
         if loop == "trl":
             history = train_trl_grpo(model, tokenizer, pool, config)
             curve = trl_curve(history, config.epochs)

@@ -459,8 +459,10 @@ def seed_verdict(differences: Sequence[float]) -> str:
 
 def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | None = None,
                    max_new_tokens: int = 256, humaneval: bool = False, device: str | None = None,
-                   batch_size: int = 32, progress: bool = False) -> dict:
-    """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split.
+                   batch_size: int = 32, progress: bool = False, n_samples: int = 0, temperature: float = 0.8,
+                   seed: int = 0) -> dict:
+    """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split, and with
+    n_samples > 0 the pass rate (pass@1 estimated from n_samples samples at temperature) and pass@k.
 
     tasks: Tasks (default: the course's train, val and test); adapter: a LoRA folder written by
     `llm` to put on the model first; style: "chat" for a model with a chat template, else
@@ -472,10 +474,13 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     if adapter is not None:
         model = load_adapter(model, adapter)
     style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
-    common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress)
-    result = greedy_pass_rates(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
+    if n_samples < 0 or temperature <= 0:
+        raise ValueError(f"samples must be >= 0 and temperature > 0, got {n_samples} and {temperature}")
+    common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress,
+                  n_samples=n_samples, temperature=temperature, seed=seed)
+    result = evaluate(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
     if humaneval:
-        result["humaneval"] = greedy_pass_rates(model, tokenizer, load_humaneval(), **common)
+        result["humaneval"] = evaluate(model, tokenizer, load_humaneval(), **common)
     result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
                   device=str(model.device), machine=f"{model.device.type}, {os.cpu_count()} CPU cores")
     return result

@@ -158,6 +158,9 @@ def add_rl_arguments(group) -> None:
                        help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
                             "solutions (OfflineTeacher)")
     group.add_argument("--teacher-model", default=None, help="the model name the teacher server serves")
+    group.add_argument("--rollout-humaneval", action="store_true",
+                       help="add HumanEval's 131 training problems to the rollout tasks (the DeepSeek-Coder LoRA-RL "
+                            "report's protocol); its 33 test problems are never trained on")
     add_options(group, RLConfig, skip=SHARED_WITH_SFT, rename=RL_OPTION_NAMES)
 
 
@@ -201,7 +204,8 @@ def run_rl(args) -> dict:
     model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
                                    alpha=args.alpha, targets=args.targets, seed=args.seed)
     tasks = load_tasks()
-    history = train_rl(model, tokenizer, [t for t in tasks if t.split != "test"], config, teacher=teacher,
+    pool = [t for t in tasks if t.split != "test"] + (load_humaneval("train") if args.rollout_humaneval else [])
+    history = train_rl(model, tokenizer, pool, config, teacher=teacher,
                        progress=not args.no_progress, state_file=Path(args.out) / "rl_state.pt", resume=args.resume)
     return finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
                           rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,

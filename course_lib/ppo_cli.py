@@ -3,6 +3,7 @@
     python -m course_lib ppo --seed 0 --out runs/ppo/seed0        # pretrain, then PPO, then evaluate
     python -m course_lib eval --checkpoint runs/ppo/seed0/policy.pt
     python -m course_lib eval --model smollm2-135m-instruct --humaneval
+    python -m course_lib eval --model smollm2-135m-instruct --humaneval --samples 10   # + pass@1 from 10 samples
 
 Every `ppo` option is a field of `course_lib.ppo_config.PPOConfig` (with its help); the loop is
 `course_lib.trainer`.
@@ -77,6 +78,9 @@ def add_eval_arguments(parser) -> None:
                              help="how the task is put to the model; default: chat if its tokenizer has a chat "
                                   "template, else completion")
     llm_options.add_argument("--humaneval", action="store_true", help="also the 164 HumanEval problems")
+    llm_options.add_argument("--samples", type=int, default=0, metavar="N",
+                             help="also pass@1 (the pass rate) and pass@k from N samples per task [0: greedy only]")
+    llm_options.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of --samples [0.8]")
     llm_options.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available [auto]")
     parser.set_defaults(func=main_eval)
 
@@ -92,7 +96,7 @@ def main_eval(args) -> int:
             tasks = load_tasks(tasks_dir=args.tasks, fields=args.task_fields) if args.tasks else None
             result = evaluate_model(args.model, adapter=args.adapter, tasks=tasks, style=args.style,
                                     max_new_tokens=args.max_new_tokens or 256, humaneval=args.humaneval,
-                                    device=args.device)
+                                    device=args.device, n_samples=args.samples, temperature=args.temperature)
         else:
             result = evaluate_checkpoint(args.checkpoint, args.tasks, args.max_new_tokens, fields=args.task_fields)
     except (CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError,
@@ -102,7 +106,7 @@ def main_eval(args) -> int:
     rows = [("", result)] + ([("humaneval_", result["humaneval"])] if "humaneval" in result else [])
     for prefix, part in rows:
         for key, value in part.items():
-            if key.endswith(("pass_rate", "greedy_pass@1")):
+            if key.endswith(("pass_rate", "greedy_pass@1", "pass@10")):
                 print(f"{prefix + key:32s} {value:.3f}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -241,6 +241,8 @@ def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_pro
     assert type(model).__name__ == "LlamaForCausalLM"
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
     assert (tmp_path / llm.SMOLLM2 / "config.json").exists() and tokenizer.chat_template
+    # its weights are float32: the converted config must not say GGUF-quantized (trainers refuse such a model)
+    assert getattr(model.config, "quantization_config", None) is None
     task = Task(id="toy/add", split="train", family="toy", entry_point="add",
                 prompt='def add(a, b):\n    """Return the sum of a and b."""\n', solution="    return a + b\n",
                 tests=("assert add(2, 3) == 5", "assert add(-1, 1) == 0"))
@@ -268,6 +270,27 @@ def test_command_line_sft_writes_metrics_adapter_and_eval(small_dir, tmp_path):
     assert (out / "adapter" / "adapter_config.json").exists()
     again = subprocess.run(cmd, capture_output=True, text=True)
     assert again.returncode == 2 and "already holds a run" in again.stdout
+
+
+def test_eval_command_samples_a_transformer_on_a_task_folder(small_dir, tmp_path, capsys):
+    """`eval --model ... --samples N`: greedy pass@1 and the pass rate from N samples, per split."""
+    import shutil
+
+    from course_lib.__main__ import main
+    from course_lib.tasks import default_tasks_dir
+
+    folder = tmp_path / "tasks"
+    folder.mkdir()
+    shutil.copy(default_tasks_dir() / "arithmetic.toml", folder)
+    out = tmp_path / "eval.json"
+    assert main(["eval", "--model", str(small_dir), "--tasks", str(folder), "--samples", "3", "--max-new-tokens", "4",
+                 "--device", "cpu", "--out", str(out)]) == 0
+    report = json.loads(out.read_text())
+    assert report["n_samples"] == 3 and all(r["n"] == 3 and 0 <= r["c"] <= 3 for r in report["per_task"])
+    assert {"train_pass_rate", "train_greedy_pass@1", "test_pass_rate"} <= set(report)
+    assert "train_pass_rate" in capsys.readouterr().out
+    assert main(["eval", "--model", str(small_dir), "--tasks", str(folder), "--samples", "-1"]) == 2
+    assert "samples must be >= 0" in capsys.readouterr().out
 
 
 def test_eval_command_with_a_wrong_model_name_lists_the_names(capsys):

@@ -252,6 +252,16 @@ class RecordingTeacher:
         return [t.solution for t in tasks]
 
 
+def test_rl_with_humaneval_in_the_pool_never_trains_on_its_test_problems():
+    """`llm --rollout-humaneval` adds HumanEval's training problems; its 33 test problems are refused."""
+    from course_lib.tasks import load_humaneval
+
+    train, test = load_humaneval("train"), load_humaneval("test")
+    assert (len(train), len(test)) == (131, 33) and not {t.id for t in train} & {t.id for t in test}
+    with pytest.raises(ValueError, match="held-out test task"):
+        llm_rl.train_rl(None, None, train + test[:1], method="grpo")
+
+
 def test_teacher_data_never_holds_val_or_test_solutions(tasks):
     offline = llm_teacher.OfflineTeacher().solutions(tasks)
     assert all((s is None) == (t.split != "train") for t, s in zip(tasks, offline))
