@@ -28,7 +28,8 @@ from course_lib.llm_rl import RLConfig, test_reports
 # so a reader sees what a bare GRPOConfig() would have done differently.
 TRL_DEFAULTS = {"learning_rate": 1e-6, "beta": 0.0, "num_iterations": 1, "loss_type": "dapo",
                 "scale_rewards": "group", "lr_scheduler_type": "linear", "temperature": 1.0,
-                "max_completion_length": 512, "epsilon": 0.2, "max_grad_norm": 1.0}
+                "max_completion_length": 512, "epsilon": 0.2, "max_grad_norm": 1.0, "bf16": True,
+                "gradient_checkpointing": True, "use_cache": False}
 
 
 def sandbox_reward(tasks: Sequence, style: str, timeout: float = 2.0):
@@ -77,13 +78,19 @@ def trl_settings(config: RLConfig) -> dict:
         top_k=0, top_p=1.0,                     # both sample the full distribution
         max_completion_length=config.max_new_tokens,
         seed=config.seed,
+        bf16=False,                             # the course computes in float32 on a CPU
+        gradient_checkpointing=False,           # TRL's default saves memory by recomputing activations
+        use_cache=True,                         # the key-value cache while generating (transformers' trainer
+                                                # turns it off by default: each new token then re-reads the
+                                                # whole sequence, about 50x slower here)
     )
 
 
-def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None) -> list[dict]:
+def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None, **trl_overrides) -> list[dict]:
     """Train model (a peft model: its reference is the adapter disabled) with TRL's GRPOTrainer.
 
     tasks: the rollout pool (train/val tasks; a test task raises, as in `llm_rl.train_rl`).
+    trl_overrides: GRPOConfig fields to set beyond `trl_settings(config)`, e.g. loss_type="grpo".
     Returns TRL's log, one dict per optimiser step (kl, clip ratio, ...; the reward and the completions'
     length on the steps that generated a batch).
     """
@@ -100,7 +107,7 @@ def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None
     with tempfile.TemporaryDirectory() as scratch:
         args = GRPOConfig(output_dir=str(output_dir or scratch), report_to="none", save_strategy="no",
                           logging_steps=1, use_cpu=model.device.type == "cpu", disable_tqdm=True,
-                          **trl_settings(config))
+                          **{**trl_settings(config), **trl_overrides})
         trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=dataset,
                               reward_funcs=sandbox_reward(pool, config.style, config.timeout))
         trainer.train()
