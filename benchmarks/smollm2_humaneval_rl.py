@@ -8,8 +8,6 @@ on the command line). Every model, the start included, is also measured greedily
 problems. The start's evaluation is read from chapter 11's record, which measured the start the same way.
 
     python benchmarks/smollm2_humaneval_rl.py    writes notebooks/data/smollm2_humaneval_rl.json (about 40 min on 2 cores)
-
-The batch (`python -m course_lib reproduce`) runs it before chapter 10 when the file is missing.
 """
 
 from __future__ import annotations

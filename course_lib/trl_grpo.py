@@ -82,7 +82,7 @@ def trl_settings(config: RLConfig) -> dict:
         gradient_checkpointing=False,           # TRL's default saves memory by recomputing activations
         use_cache=True,                         # the key-value cache while generating (transformers' trainer
                                                 # turns it off by default: each new token then re-reads the
-                                                # whole sequence, about 50x slower here)
+                                                # whole sequence)
     )
 
 
