@@ -11,7 +11,7 @@ same LoRA and the same reward; only the loop is TRL's. Three pieces connect the 
     train_trl_grpo(...)            build the dataset of prompts, run `GRPOTrainer`, return its log
 
 Where the two loops still differ (both named in chapter 10): TRL divides the group's reward spread
-by the unbiased std plus 1e-4 (the course: the biased std, no epsilon), TRL logs the reward of the
+by the unbiased std plus 1e-4 (the course: the biased std plus 1e-6), TRL logs the reward of the
 batch it generated, and TRL draws prompts with its own sampler (the course: `train_rl`'s shuffled
 order). Everything else is set equal by `trl_settings`.
 """
