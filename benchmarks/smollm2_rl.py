@@ -105,7 +105,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     from course_lib import llm_rl, lm_policy
     from course_lib.reproduce import cpu_model
     from course_lib.sandbox import run_tests
-    from course_lib.tasks import load_humaneval, load_tasks
+    from course_lib.tasks import load_tasks
     from course_lib.trl_grpo import train_trl_grpo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
@@ -155,7 +155,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
             start_row.update(measure_humaneval(model, tokenizer, seed))
             print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
         start = time.perf_counter()
-        pool = [t for t in tasks if t.split != "test"] + (load_humaneval("train") if humaneval_train else [])
+        pool = llm_rl.rollout_tasks(tasks, humaneval_train=humaneval_train)
         config = llm_rl.RLConfig(**rl, seed=seed)
         if loop == "trl":
             history = train_trl_grpo(model, tokenizer, pool, config)

@@ -371,17 +371,6 @@ def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float
     return result
 
 
-def greedy_pass_rates(model, tokenizer, tasks, *, style: str = "completion", max_new_tokens: int = 128,
-                      timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
-    """Greedy pass@1 per split and near/far, for any prompt style (chat included): the `eval` command's numbers.
-
-    `evaluate` with no samples: keys "{group}_greedy_pass@1", "{group}_tasks", "greedy_avg_gen_len",
-    "per_task" (each row with its "greedy_finish": eos, stop or length).
-    """
-    return evaluate(model, tokenizer, tasks, n_samples=0, greedy=True, max_new_tokens=max_new_tokens, style=style,
-                    timeout=timeout, batch_size=batch_size, progress=progress)
-
-
 # -----------------------------------------------------------------------------
 # 5. is a difference real? standard errors over tasks
 
@@ -469,13 +458,13 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
     "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
     (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
     """
+    if n_samples < 0 or temperature <= 0:  # before the model loads
+        raise ValueError(f"samples must be >= 0 and temperature > 0, got {n_samples} and {temperature}")
     model, tokenizer = load_model(model_name, device, pretrain_if_missing=False)
     parameters = sum(p.numel() for p in model.parameters())
     if adapter is not None:
         model = load_adapter(model, adapter)
     style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
-    if n_samples < 0 or temperature <= 0:
-        raise ValueError(f"samples must be >= 0 and temperature > 0, got {n_samples} and {temperature}")
     common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress,
                   n_samples=n_samples, temperature=temperature, seed=seed)
     result = evaluate(model, tokenizer, load_tasks() if tasks is None else tasks, **common)

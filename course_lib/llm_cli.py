@@ -22,7 +22,7 @@ from course_lib.config import add_options, from_options
 from course_lib.evaluation import evaluate
 from course_lib.llm import (DEEPSEEK_CODER_1_3B, LORA_TARGETS, SMOLLM2, TINY, add_lora, load_model, parameter_count,
                             save_adapter, sft, sft_examples, trainable_parameter_count)
-from course_lib.llm_rl import RLConfig, train_rl
+from course_lib.llm_rl import RLConfig, rollout_tasks, train_rl
 from course_lib.llm_teacher import HTTPTeacher
 from course_lib.lm_policy import load_policy
 from course_lib.sandbox import run_tests
@@ -204,8 +204,8 @@ def run_rl(args) -> dict:
     model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
                                    alpha=args.alpha, targets=args.targets, seed=args.seed)
     tasks = load_tasks()
-    pool = [t for t in tasks if t.split != "test"] + (load_humaneval("train") if args.rollout_humaneval else [])
-    history = train_rl(model, tokenizer, pool, config, teacher=teacher,
+    history = train_rl(model, tokenizer, rollout_tasks(tasks, humaneval_train=args.rollout_humaneval), config,
+                       teacher=teacher,
                        progress=not args.no_progress, state_file=Path(args.out) / "rl_state.pt", resume=args.resume)
     return finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
                           rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,

@@ -52,6 +52,7 @@ from course_lib.pretrain import Example
 from course_lib.progress import tqdm
 from course_lib.rollout import Rollout
 from course_lib.sandbox import run_tests_batch
+from course_lib.tasks import load_humaneval
 
 METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
 ROLLOUT_SPLITS = ("train", "val")
@@ -106,6 +107,27 @@ class RLConfig(Config):
         bad = [s for s in self.splits if s not in ROLLOUT_SPLITS]
         require(not bad and self.splits, f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
                                          f"got {self.splits}")
+
+
+# -----------------------------------------------------------------------------
+# 1. the tasks whose tests give the rewards
+
+def rollout_tasks(tasks, *, humaneval_train: bool = False) -> list:
+    """The course's train and val tasks among `tasks`, plus HumanEval's 131 training problems if asked
+    (the DeepSeek-Coder LoRA-RL report's protocol; HumanEval's 33 test problems are never among them)."""
+    return [t for t in tasks if t.split in ROLLOUT_SPLITS] + (load_humaneval("train") if humaneval_train else [])
+
+
+def rollout_pool(tasks, splits: Sequence[str]) -> list:
+    """The tasks of `splits` to roll out on; a held-out test task among `tasks` is an error, and so is an empty pool."""
+    held_out = [t.id for t in tasks if t.split not in ROLLOUT_SPLITS]
+    if held_out:
+        raise ValueError(f"RL may not use {len(held_out)} held-out test task(s), e.g. {held_out[:3]}: "
+                         f"pass only train/val tasks")
+    pool = [t for t in tasks if t.split in splits]
+    if not pool:
+        raise ValueError(f"no task of the splits {tuple(splits)} among the {len(tasks)} given")
+    return pool
 
 
 # -----------------------------------------------------------------------------
@@ -251,14 +273,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     """
     config = config or RLConfig()
     config = config.replace(**overrides)  # validated: a bad setting fails here, before any work
-    tasks = list(tasks)
-    test_tasks = [t.id for t in tasks if t.split not in ROLLOUT_SPLITS]
-    if test_tasks:
-        raise ValueError(f"RL may not use {len(test_tasks)} held-out test task(s), e.g. {test_tasks[:3]}: "
-                         f"pass only train/val tasks")
-    pool = [t for t in tasks if t.split in config.splits]
-    if not pool:
-        raise ValueError(f"no task of the splits {config.splits} among the {len(tasks)} given")
+    pool = rollout_pool(list(tasks), config.splits)
     prompt_for(pool[0], config.style, tokenizer)  # a chat style without a chat template fails here, not mid-run
     params = [p for p in model.parameters() if p.requires_grad]
     if not params:

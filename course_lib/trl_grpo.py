@@ -22,7 +22,7 @@ import tempfile
 from typing import Sequence
 
 from course_lib.evaluation import prompt_for
-from course_lib.llm_rl import RLConfig, test_reports
+from course_lib.llm_rl import RLConfig, rollout_pool, test_reports
 
 # TRL's GRPOConfig fields that the course's RLConfig sets, and TRL's default for each (trl 1.16.0),
 # so a reader sees what a bare GRPOConfig() would have done differently.
@@ -98,11 +98,7 @@ def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    pool = [t for t in tasks if t.split in config.splits]
-    held_out = [t.id for t in tasks if t.split == "test"]
-    if held_out:
-        raise ValueError(f"RL may not use {len(held_out)} held-out test task(s), e.g. {held_out[:3]}: "
-                         "pass only train/val tasks")
+    pool = rollout_pool(list(tasks), config.splits)
     dataset = Dataset.from_list([{"prompt": prompt_for(t, config.style, tokenizer), "task_id": t.id} for t in pool])
     with tempfile.TemporaryDirectory() as scratch:
         args = GRPOConfig(output_dir=str(output_dir or scratch), report_to="none", save_strategy="no",

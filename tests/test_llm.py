@@ -232,7 +232,7 @@ def test_a_chat_prompt_that_starts_with_bos_gets_no_second_one(small_dir):
 @pytest.mark.slow
 def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_protocol(tmp_path, monkeypatch):
     """The real pretrained model: converted once from the wheel's GGUF file, then read from the cache."""
-    from course_lib.evaluation import greedy_pass_rates
+    from course_lib.evaluation import evaluate
     from course_lib.tasks import Task
 
     pytest.importorskip("gguf")
@@ -246,7 +246,7 @@ def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_pro
     task = Task(id="toy/add", split="train", family="toy", entry_point="add",
                 prompt='def add(a, b):\n    """Return the sum of a and b."""\n', solution="    return a + b\n",
                 tests=("assert add(2, 3) == 5", "assert add(-1, 1) == 0"))
-    result = greedy_pass_rates(model, tokenizer, [task], style="chat", max_new_tokens=64)
+    result = evaluate(model, tokenizer, [task], n_samples=0, style="chat", max_new_tokens=64)
     row = result["per_task"][0]
     assert "def add(a, b)" in row["greedy_completion"] and "```" not in row["greedy_completion"]
     assert result["train_greedy_pass@1"] == 1.0
