@@ -21,6 +21,8 @@ Every step follows the same order, the order of the maths:
 4. UPDATE    `course_lib.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
              the RL core that trains chapter 6's GRU, with this model as its policy (`course_lib.lm_policy.LMActor`)
 
+Steps 1-2 are `LMTrainer.collect`; `rl.Trainer.step`, the step chapter 6's GRU takes too, runs all four.
+
 Data rules. Rollouts use the tests of `train` and `val` tasks (never their solutions); a
 `test` task is refused. The teacher is asked about `train` tasks only, and an offline teacher
 answers with train reference solutions only; `course_lib.llm_teacher.teacher_examples` checks both.
@@ -210,46 +212,113 @@ def best_own_samples(batch: Rollout, group_size: int, style: str, tokenizer=None
     return out
 
 
-def update(model, tokenizer, optimizer, batch: Rollout, config: RLConfig, params,
-           teacher_data: Sequence[Example] = (), accelerator=None, value_head=None, rng=None) -> dict:
-    """3. advantages; 4. epochs of the method's loss on one rollout batch, by the RL core
-    (`course_lib.rl.advantages` and `course_lib.rl.learn`, which train the GRU too). Returns the last epoch's stats."""
-    method = config.method
-    estimator, loss, use_kl, critic = METHOD_PARTS[method]
-    adv, returns = rl.advantages(batch, estimator, gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
-                                 normalise=method != "reinforce", min_std=config.min_std)
-    settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
-                               value_clip_eps=None, vf_coef=config.vf_coef, kl_coef=config.kl_coef if use_kl else 0.0,
-                               max_grad_norm=config.clip_norm)
-    actor = LMActor(accelerator.unwrap_model(model) if accelerator is not None else model, tokenizer,
-                    config.temperature, value_head if critic else None)
-    own = best_own_samples(batch, config.group_size, config.style, tokenizer) if method == "teacher-grpo" else []
+class LMTrainer(rl.Trainer):
+    """The language model in the RL core's `rl.Trainer`: the same `step` as chapter 6's GRU.
 
-    def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
-        """+ w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
-        for name, weight, data in (("teacher_sft", config.teacher_sft_weight, teacher_data),
-                                   ("self_sft", config.self_sft_weight, own)):
-            if data and weight:
-                term = _sft_loss(model, tokenizer, data)
-                loss = loss + weight * term
-                stats[f"{name}_loss"] = term.item()
-        stats["loss"] = loss.item()
-        return loss
+    collect      draw prompts_per_step tasks from the pool (each task once before any repeats) and roll them out
+    extra_terms  teacher-grpo's w_t * SFT on the teacher's answers + w_s * SFT on each group's best passing sample
+    record       one row: the rollouts' reward, pass rate and length, and the loss's last minibatch diagnostics
+    `train_rl` builds one and calls `step` config.steps times (see it for the arguments).
+    """
 
-    def backward(loss: torch.Tensor) -> None:
-        accelerator.backward(loss)
-        if accelerator.num_processes > 1:  # the peft model is not DDP-wrapped (the GRPO reference is its
-            for p in params:                # disable_adapter()), so average the adapter's gradients here
-                p.grad = accelerator.reduce(p.grad, reduction="mean")
+    def __init__(self, model, tokenizer, tasks, config: RLConfig, *, teacher: Teacher | None = None,
+                 accelerator=None):
+        pool = rollout_pool(list(tasks), config.splits)
+        prompt_for(pool[0], config.style, tokenizer)  # a chat style without a chat template fails here, not mid-run
+        params = [p for p in model.parameters() if p.requires_grad]
+        if not params:
+            raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or "
+                             "load_policy)")
+        policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation: the bare model
+        estimator, loss, use_kl, critic = METHOD_PARTS[config.method]
+        self.value_head = value_head_for(policy) if critic else None  # PPO's critic
+        if self.value_head is not None:
+            params = params + list(self.value_head.parameters())
+        if not hasattr(policy, "disable_adapter") and use_kl:
+            raise ValueError(f"{config.method} needs a peft model (its reference is the adapter disabled)")
+        self.teacher_by_prompt: dict[str, list[Example]] = {}
+        if config.method == "teacher-grpo":
+            teacher = teacher or OfflineTeacher(config.style)
+            if teacher.style != config.style:
+                raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
+            for e in teacher_examples(teacher, pool, timeout=config.timeout, tokenizer=tokenizer):
+                self.teacher_by_prompt.setdefault(e.prompt, []).append(e)
 
-    logs, _, _ = rl.learn(actor, batch, adv, returns, settings, optimizer, params,
-                          rng if rng is not None else np.random.default_rng(config.seed),
-                          add_terms=sft_terms if method == "teacher-grpo" else None,
-                          backward=backward if accelerator is not None else None)
-    stats = dict(logs[-1])
-    stats.update(teacher_examples=len(teacher_data), self_examples=len(own),
-                 nonzero_advantages=int((adv.abs() > 1e-8).any(dim=1).sum()))
-    return stats
+        torch.manual_seed(config.seed)
+        self.task_rng = random.Random(config.seed)  # the order in which the pool's tasks are drawn
+        self.rng = np.random.default_rng(config.seed)  # the order of each epoch's minibatches
+        self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
+        if accelerator is not None:
+            self.optimizer = accelerator.prepare(self.optimizer)
+            self.backward = self._distributed_backward
+        self.model, self.policy, self.tokenizer, self.pool = model, policy, tokenizer, pool
+        self.config, self.params, self.accelerator = config, params, accelerator
+        self.actor = LMActor(policy, tokenizer, config.temperature, self.value_head)
+        self.estimator = estimator
+        self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
+                                      normalise=config.method != "reinforce", min_std=config.min_std)
+        self.loss_settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
+                                             value_clip_eps=None, vf_coef=config.vf_coef,
+                                             kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm)
+        self.order: list = []          # the tasks still to draw before the pool is shuffled again
+        self.history: list[dict] = []  # one row per step
+
+    def collect(self) -> tuple[Rollout, dict]:
+        """1-2. the step's tasks, group_size samples of each, scored in the sandbox (`rollout`)."""
+        config = self.config
+        chosen = []
+        while len(chosen) < min(config.prompts_per_step, len(self.pool)):
+            if not self.order:
+                self.order = self.task_rng.sample(self.pool, len(self.pool))
+            task = self.order.pop()
+            if task not in chosen:
+                chosen.append(task)
+        step = len(self.history) + 1
+        batch = rollout(self.policy, self.tokenizer, chosen, config, seed=config.seed * 100_003 + step,
+                        value_head=self.value_head)
+        teacher = [e for t in chosen for e in self.teacher_by_prompt.get(prompt_for(t, config.style, self.tokenizer), [])]
+        own = (best_own_samples(batch, config.group_size, config.style, self.tokenizer)
+               if config.method == "teacher-grpo" else [])
+        return batch, {"teacher": teacher, "own": own}
+
+    def extra_terms(self, ctx: dict):
+        """teacher-grpo: + w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
+        config = self.config
+        if config.method != "teacher-grpo":
+            return None
+        def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
+            for name, weight, data in (("teacher_sft", config.teacher_sft_weight, ctx["teacher"]),
+                                       ("self_sft", config.self_sft_weight, ctx["own"])):
+                if data and weight:
+                    term = _sft_loss(self.model, self.tokenizer, data)
+                    loss = loss + weight * term
+                    stats[f"{name}_loss"] = term.item()
+            stats["loss"] = loss.item()
+            return loss
+
+        return sft_terms
+
+    def record(self, ro: Rollout, ctx: dict, adv, returns, logs: list[dict], epochs_done: int,
+               early_stop: bool) -> dict:
+        passed = [e.all_passed for e in ro.episodes]
+        on_train = [p for p, t in zip(passed, ro.tasks) if t.split == "train"]
+        group = self.config.group_size
+        row = {"step": len(self.history) + 1, "reward": round(float(np.mean([e.reward for e in ro.episodes])), 4),
+               "pass_rate": round(sum(passed) / len(passed), 4),
+               "rollout_train_pass_rate": round(sum(on_train) / len(on_train), 4) if on_train else None,
+               "avg_len": round(ro.mask.sum(1).mean().item(), 2),
+               "groups_with_a_pass": sum(any(passed[i:i + group]) for i in range(0, len(passed), group)),
+               **logs[-1], "teacher_examples": len(ctx["teacher"]), "self_examples": len(ctx["own"]),
+               "nonzero_advantages": int((adv.abs() > 1e-8).any(dim=1).sum()),
+               "seconds": round(time.perf_counter() - ctx["started"], 2)}
+        self.history.append(row)
+        return row
+
+    def _distributed_backward(self, loss: torch.Tensor) -> None:
+        self.accelerator.backward(loss)
+        if self.accelerator.num_processes > 1:  # the peft model is not DDP-wrapped (the GRPO reference is its
+            for p in self.params:               # disable_adapter()), so average the adapter's gradients here
+                p.grad = self.accelerator.reduce(p.grad, reduction="mean")
 
 
 def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher: Teacher | None = None,
@@ -273,110 +342,60 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     """
     config = config or RLConfig()
     config = config.replace(**overrides)  # validated: a bad setting fails here, before any work
-    pool = rollout_pool(list(tasks), config.splits)
-    prompt_for(pool[0], config.style, tokenizer)  # a chat style without a chat template fails here, not mid-run
-    params = [p for p in model.parameters() if p.requires_grad]
-    if not params:
-        raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or load_policy)")
-    policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation needs the bare model
-    value_head = value_head_for(policy) if METHOD_PARTS[config.method][3] else None  # PPO's critic
-    if value_head is not None:
-        params = params + list(value_head.parameters())
-    if not hasattr(policy, "disable_adapter") and config.method in ("grpo", "teacher-grpo"):
-        raise ValueError(f"{config.method} needs a peft model (its reference is the adapter disabled)")
-
-    teacher_by_prompt: dict[str, list[Example]] = {}
-    if config.method == "teacher-grpo":
-        teacher = teacher or OfflineTeacher(config.style)
-        if teacher.style != config.style:
-            raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
-        for e in teacher_examples(teacher, pool, timeout=config.timeout, tokenizer=tokenizer):
-            teacher_by_prompt.setdefault(e.prompt, []).append(e)
-
-    torch.manual_seed(config.seed)
-    rng = random.Random(config.seed)  # the order in which the pool's tasks are drawn
-    learn_rng = np.random.default_rng(config.seed)  # the order of each epoch's minibatches
-    optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
-    if accelerator is not None:
-        optimizer = accelerator.prepare(optimizer)
-    order: list = []
-    history: list[dict] = []
-    state = RunState(model, value_head, optimizer, rng, learn_rng, config)
+    trainer = LMTrainer(model, tokenizer, tasks, config, teacher=teacher, accelerator=accelerator)
+    state = RunState(trainer)
     if resume and state_file is not None and Path(state_file).exists():
-        order, history = state.load(state_file, {t.id: t for t in pool})
+        state.load(state_file)
     last = config.steps if stop_after is None else min(config.steps, stop_after)
-    for step in tqdm(range(len(history) + 1, last + 1), desc=config.method, disable=not progress, unit="step",
-                     initial=len(history), total=config.steps):
-        start = time.perf_counter()
-        chosen = []
-        while len(chosen) < min(config.prompts_per_step, len(pool)):
-            if not order:
-                order = rng.sample(pool, len(pool))
-            task = order.pop()
-            if task not in chosen:
-                chosen.append(task)
-        batch = rollout(policy, tokenizer, chosen, config, seed=config.seed * 100_003 + step, value_head=value_head)
-        teacher_data = ([e for t in chosen for e in teacher_by_prompt.get(prompt_for(t, config.style, tokenizer), [])]
-                        if teacher_by_prompt else [])
-        model.train()
-        stats = update(model, tokenizer, optimizer, batch, config, params, teacher_data, accelerator, value_head,
-                       learn_rng)
-        model.eval()
-        passed = [e.all_passed for e in batch.episodes]
-        on_train = [p for p, t in zip(passed, batch.tasks) if t.split == "train"]
-        row = {"step": step, "reward": round(float(np.mean([e.reward for e in batch.episodes])), 4),
-               "pass_rate": round(sum(passed) / len(passed), 4),
-               "rollout_train_pass_rate": round(sum(on_train) / len(on_train), 4) if on_train else None,
-               "avg_len": round(batch.mask.sum(1).mean().item(), 2),
-               "groups_with_a_pass": sum(any(passed[i:i + config.group_size])
-                                         for i in range(0, len(passed), config.group_size)), **stats,
-               "seconds": round(time.perf_counter() - start, 2)}
+    for step in tqdm(range(len(trainer.history) + 1, last + 1), desc=config.method, disable=not progress,
+                     unit="step", initial=len(trainer.history), total=config.steps):
+        row = trainer.step()
         if eval_fn is not None and (step == config.steps or (eval_every and step % eval_every == 0)):
-            row.update(eval_fn(policy))
-        history.append(row)
+            row.update(eval_fn(trainer.policy))
         if state_file is not None:
-            state.save(state_file, order, history)
-    return history
+            state.save(state_file)
+    return trainer.history
 
 
 class RunState:
-    """What a step of `train_rl` depends on, saved to and loaded from one file (an atomic replace)."""
+    """What the next step of an `LMTrainer` depends on, saved to and loaded from one file (an atomic replace)."""
 
-    def __init__(self, model, value_head, optimizer, rng: random.Random, learn_rng: np.random.Generator,
-                 config: RLConfig):
-        self.model, self.value_head, self.optimizer = model, value_head, optimizer
-        self.rng, self.learn_rng, self.config = rng, learn_rng, config
+    def __init__(self, trainer: LMTrainer):
+        self.trainer = trainer
 
-    def save(self, path, order: list, history: list[dict]) -> None:
-        state = {"config": asdict(self.config), "history": history, "order": [t.id for t in order],
-                 "trainable": {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad},
-                 "value_head": self.value_head.state_dict() if self.value_head is not None else None,
-                 "optimizer": self.optimizer.state_dict(), "rng": self.rng.getstate(),
-                 "learn_rng": self.learn_rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
+    def save(self, path) -> None:
+        t = self.trainer
+        state = {"config": asdict(t.config), "history": t.history, "order": [task.id for task in t.order],
+                 "trainable": {n: p.detach().cpu() for n, p in t.model.named_parameters() if p.requires_grad},
+                 "value_head": t.value_head.state_dict() if t.value_head is not None else None,
+                 "optimizer": t.optimizer.state_dict(), "rng": t.task_rng.getstate(),
+                 "learn_rng": t.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
         path = Path(path)
         path.parent.mkdir(parents=True, exist_ok=True)
         torch.save(state, path.with_suffix(".tmp"))
         path.with_suffix(".tmp").replace(path)  # a crash mid-write leaves the previous state
 
-    def load(self, path, tasks_by_id: dict) -> tuple[list, list[dict]]:
+    def load(self, path) -> None:
+        t = self.trainer
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        saved, now = state["config"], asdict(self.config)
+        saved, now = state["config"], asdict(t.config)
         changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
         if changed:
             raise ValueError(f"{path} was written by a run with other settings: "
                              + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items())
                              + ". Resume with the same settings, or start a new run.")
-        named = dict(self.model.named_parameters())
+        named = dict(t.model.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
                 named[name].copy_(value)
-        if self.value_head is not None:
-            self.value_head.load_state_dict(state["value_head"])
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.rng.setstate(state["rng"])
-        self.learn_rng.bit_generator.state = state["learn_rng"]
+        if t.value_head is not None:
+            t.value_head.load_state_dict(state["value_head"])
+        t.optimizer.load_state_dict(state["optimizer"])
+        t.task_rng.setstate(state["rng"])
+        t.rng.bit_generator.state = state["learn_rng"]
         torch.set_rng_state(state["torch_rng"])
-        return [tasks_by_id[i] for i in state["order"]], state["history"]
+        by_id = {task.id: task for task in t.pool}
+        t.order, t.history = [by_id[i] for i in state["order"]], state["history"]
 
 
 def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,

@@ -12,13 +12,16 @@ its last token), whichever policy wrote it:
                       "group"  R - the mean of its prompt's group, divided by the group's std (GRPO)
     learn         epochs of minibatches of one loss: PPO's clipped surrogate (or REINFORCE's -A log p)
                   + value loss + entropy bonus + KL to a reference + whatever extra terms the caller adds
+    Trainer       one step in the order of the maths: collect (rollout + reward) -> advantages -> learn -> record
 
-`course_lib.trainer.PPOTrainer.step` (the GRU) and `course_lib.llm_rl.update` (the language model)
-both call `advantages` and `learn`: a chapter swaps the policy, never the loop.
+`course_lib.trainer.PPOTrainer` (the GRU) and `course_lib.llm_rl.LMTrainer` (the language model) are
+two Trainers: they say how to collect a rollout and what to log, and share `Trainer.step`, so a
+chapter swaps the policy, never the loop.
 """
 
 from __future__ import annotations
 
+import time
 from dataclasses import dataclass
 from typing import Callable, Protocol
 
@@ -151,3 +154,51 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
             if s.target_kl is not None and mb.get("approx_kl", 0.0) > s.target_kl:
                 return logs, epoch, True  # the policy moved too far from the one that collected the data
     return logs, epoch + 1, False
+
+
+# =====================================================================================
+# The trainer: one step for every policy
+# =====================================================================================
+
+class Trainer:
+    """One RL step, the same for every policy: collect -> advantages -> learn -> record.
+
+    A subclass says what is particular to its policy; its __init__ sets
+        model             the torch module trained (put in train mode while it learns, eval mode after)
+        actor             the `Policy` that scores the rollout's ids for the loss
+        loss_settings     `LossSettings`;  optimizer, params (what is clipped and stepped), rng (minibatch order)
+        estimator         "gae", "batch" or "group", with advantage_options (the keywords of `advantages`)
+    and it gives
+        collect()         1-2. sample episodes from the current policy and score them in the sandbox:
+                          the Rollout, and a dict of what the step's other parts need (its context)
+        extra_terms(ctx)  optional: the `add_terms` of `learn` (behaviour cloning, self-imitation, SFT)
+        record(...)       5. the step's row of diagnostics
+    """
+
+    estimator: str = "gae"
+    advantage_options: dict = {}
+    backward: Callable[[torch.Tensor], None] | None = None  # None: loss.backward()
+
+    def collect(self) -> tuple[Rollout, dict]:
+        raise NotImplementedError
+
+    def extra_terms(self, ctx: dict) -> Callable[[torch.Tensor, dict], torch.Tensor] | None:
+        return None
+
+    def record(self, ro: Rollout, ctx: dict, adv: torch.Tensor, returns: torch.Tensor, logs: list[dict],
+               epochs_done: int, early_stop: bool) -> dict:
+        raise NotImplementedError
+
+    def step(self) -> dict:
+        ctx_start = time.perf_counter()
+        ro, ctx = self.collect()                                                     # 1-2. rollout, reward
+        ctx["started"] = ctx_start
+        adv, returns = advantages(ro, self.estimator, **self.advantage_options)      # 3. advantages
+        t = time.perf_counter()
+        self.model.train()
+        logs, epochs_done, early_stop = learn(self.actor, ro, adv, returns, self.loss_settings,  # 4. learn
+                                              self.optimizer, self.params, self.rng,
+                                              add_terms=self.extra_terms(ctx), backward=self.backward)
+        self.model.eval()
+        ctx["learn_s"] = time.perf_counter() - t
+        return self.record(ro, ctx, adv, returns, logs, epochs_done, early_stop)     # 5. log

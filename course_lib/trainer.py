@@ -103,8 +103,12 @@ def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int
 # The trainer
 # =====================================================================================
 
-class PPOTrainer:
+class PPOTrainer(rl.Trainer):
     """Holds the policy, optimiser, sampler and logs of one run; `train()` runs the updates.
+
+    One update is `rl.Trainer.step`, the step that trains chapter 10's language model too, with the
+    GRU's collect (rollout, reward, teacher episodes, exploration), extra_terms (behaviour cloning,
+    self-imitation) and record (one line of metrics.jsonl).
 
     out_dir: where config.json, metrics.jsonl, train_state.pt, policy.pt and eval.json go
     (None: nothing is written; metrics stay in `self.metrics`).
@@ -150,6 +154,8 @@ class PPOTrainer:
             critic=config.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
             ent_coef=config.ent_coef, kl_coef=config.kl_coef, target_kl=config.target_kl,
             max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
+        self.estimator = "gae"  # without a critic V = 0, and GAE gives each token its return
+        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, normalise=config.norm_adv)
 
         # BC examples come from TRAIN tasks only (task_examples refuses any other split).
         self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
@@ -160,6 +166,7 @@ class PPOTrainer:
         self.sampler = TaskSampler(self.rl_tasks, seed=config.seed, unsolved_weight=config.unsolved_weight,
                                    min_weight=config.min_task_weight, train_share=config.train_share)
         self.optimizer = torch.optim.Adam(self.model.parameters(), lr=config.lr, eps=1e-5)
+        self.params = list(self.model.parameters())
         self.sample_generator = torch.Generator().manual_seed(config.seed)
         self.rng = np.random.default_rng(config.seed + 1)  # minibatch order, teacher batches
         # Teacher episodes (chapter 8): a fixed pool of passing programs, built from the START policy.
@@ -208,15 +215,14 @@ class PPOTrainer:
     def wall(self) -> float:
         return self.wall_offset + time.perf_counter() - self.started
 
-    # -- one update, in the order of the maths ----------------------------------------------
-    def step(self) -> dict:
+    # -- one update: rl.Trainer.step runs collect -> advantages -> learn -> record ----------------
+    def collect(self) -> tuple:
+        """1-2. ROLLOUT and REWARD: sample the update's episodes, score them in the sandbox, add teacher
+        episodes and explore if asked. Returns the rollout the loss learns from and the step's context."""
         c = self.config
-        stats: dict = {"update": self.update}
         lr = c.lr * warmup_cosine(self.update, c.updates, c.warmup_updates, c.min_lr_ratio)
         for group in self.optimizer.param_groups:
             group["lr"] = lr
-
-        # 1-2. ROLLOUT and REWARD
         t0 = time.perf_counter()
         tasks = self.sampler.draw(c.episodes_per_update // c.episodes_per_task, c.episodes_per_task)
         ro = collect_rollout(self.model, self.tokenizer, tasks, allowed=self.allowed, temperature=c.temperature,
@@ -240,20 +246,16 @@ class PPOTrainer:
         new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
                             if report.all_passed)
         explore_s = time.perf_counter() - t_explore
-
-        # 3. GAE: advantages and returns; then normalise the advantages
         if not c.critic:  # no critic: V = 0 everywhere, so GAE returns each token's return as its advantage
             ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
-        advantages, returns = rl.advantages(ro, "gae", gamma=c.gamma, lam=c.gae_lambda, normalise=c.norm_adv)
-        stats["explained_variance"] = explained_variance(ro.values, returns, ro.mask)  # the critic, before learning
+        return ro, dict(lr=lr, tasks=tasks, sampled=sampled, term_rows=term_rows, new_programs=new_programs,
+                        explored=explored, rollout_s=rollout_s, explore_s=explore_s)
 
-        # 4. LEARN: epochs of minibatches of the clipped loss (course_lib.rl.learn, the same for every policy),
-        #    stopped early if approx-KL runs away; the teacher terms ride along as an extra loss
-        t1 = time.perf_counter()
-        self.model.train()
+    def extra_terms(self, ctx: dict):
+        """4. LEARN's teacher terms (chapter 8), added to every minibatch's PPO loss by rl.learn."""
+        c = self.config
         sil_examples = self.passing.examples(self.tasks_by_id) if c.sil_coef > 0 else []
-        B = ro.actions.shape[0]  # sampled + teacher episodes
-        bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
+        ctx["bc_weight"] = bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
 
         def teacher_terms(loss: torch.Tensor, mb: dict) -> torch.Tensor:
             """+ behaviour cloning on train solutions + self-imitation of the policy's own passing programs."""
@@ -268,35 +270,37 @@ class PPOTrainer:
                     mb["sil_loss"] = sil.item()
             return loss
 
-        logs, epochs_done, early_stop = rl.learn(self.actor, ro, advantages, returns, self.loss_settings,
-                                                 self.optimizer, list(self.model.parameters()), self.rng,
-                                                 add_terms=teacher_terms)
-        learn_s = time.perf_counter() - t1
+        return teacher_terms
 
-        # 5. LOG: what the rollout showed, and the mean of each minibatch diagnostic
+    def record(self, ro, ctx: dict, adv, returns, logs: list[dict], epochs_done: int, early_stop: bool) -> dict:
+        """5. LOG: what the rollout showed, and the mean of each minibatch diagnostic."""
+        c = self.config
+        stats: dict = {"update": self.update,
+                       "explained_variance": explained_variance(ro.values, returns, ro.mask)}  # the critic, before learning
         self.update += 1
+        sampled, explored, tasks = ctx["sampled"], ctx["explored"], ctx["tasks"]
         episodes = sampled.episodes
         for key in sorted({k for mb in logs for k in mb}):
             values = [mb[key] for mb in logs if key in mb]
             stats[key] = float(np.mean(values))
         stats.update({
-            "lr": lr, "epochs_done": epochs_done, "minibatches": len(logs),
+            "lr": ctx["lr"], "epochs_done": epochs_done, "minibatches": len(logs),
             "early_stop": early_stop,
             "reward_mean": float(np.mean([e.reward for e in episodes])),
             "pass_rate_sampled": float(np.mean([e.all_passed for e in episodes])),
             "truncated_frac": float(np.mean([e.truncated for e in episodes])),
             "length_mean": float(sampled.mask.sum(1).mean()),
-            "episodes": len(episodes), "new_passing_programs": new_programs,
+            "episodes": len(episodes), "new_passing_programs": ctx["new_programs"],
             "explore_episodes": len(explored),
             "explore_pass_rate": float(np.mean([r.all_passed for _, _, r in explored])) if explored else None,
             "val_tasks_found": sum(1 for t in self.rl_tasks if t.split == "val" and t.id in self.passing.programs),
         })
         if c.teacher_episodes > 0:
-            stats["teacher_episodes"] = B - len(episodes)
+            stats["teacher_episodes"] = ro.actions.shape[0] - len(episodes)
         if c.bc_schedule != "constant":
-            stats["bc_weight"] = bc_w
+            stats["bc_weight"] = ctx["bc_weight"]
         for name in self.reward.logged:  # each reward term's mean over the update's episodes
-            stats[f"term_{name}"] = float(np.mean([row[name] for row in term_rows]))
+            stats[f"term_{name}"] = float(np.mean([row[name] for row in ctx["term_rows"]]))
         for split in self.config.splits:
             rows = [e for e, t in zip(episodes, tasks) if t.split == split]
             stats[f"{split}_pass_rate_sampled"] = float(np.mean([e.all_passed for e in rows])) if rows else None
@@ -306,11 +310,10 @@ class PPOTrainer:
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
             for split in self.config.splits:
                 stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
-        stats.update({"rollout_s": rollout_s, "explore_s": explore_s, "learn_s": learn_s,
-                      "tokens_per_s": float(sampled.mask.sum()) / max(rollout_s, 1e-9), "wall_s": self.wall()})
-        stats = {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
-                 for k, v in stats.items()}
-        return stats
+        stats.update({"rollout_s": ctx["rollout_s"], "explore_s": ctx["explore_s"], "learn_s": ctx["learn_s"],
+                      "tokens_per_s": float(sampled.mask.sum()) / max(ctx["rollout_s"], 1e-9), "wall_s": self.wall()})
+        return {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
+                for k, v in stats.items()}
 
     def _explore(self) -> list[tuple]:
         """Epsilon-greedy episodes (course_lib.explore) spread evenly over the val tasks not found yet."""

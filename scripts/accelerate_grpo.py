@@ -66,7 +66,7 @@ def main(argv=None) -> int:
     transformers.utils.logging.disable_progress_bar()
     from accelerate import Accelerator
 
-    accelerator = Accelerator(cpu=args.cpu)  # llm_rl.update averages the adapter's gradients over the processes
+    accelerator = Accelerator(cpu=args.cpu)  # llm_rl.LMTrainer averages the adapter's gradients over the processes
     rank, world = accelerator.process_index, accelerator.num_processes
     out = Path(args.out)
     if accelerator.is_main_process and (out / "metrics.jsonl").exists():

@@ -19,26 +19,34 @@ GRU_RUN = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=1, episode
                minibatch_size=4, epochs=2, max_new_tokens=12, eval_every=0, explore_episodes=0, teacher_batch_size=4)
 
 
-def spy_on_learn(monkeypatch) -> list:
-    """Replace rl.learn by a wrapper that records which policy class each call trained."""
-    calls, real = [], rl.learn
+def spy_on_the_core(monkeypatch) -> list:
+    """Wrap rl.Trainer.step and rl.learn so that each call records (who stepped, which policy learned)."""
+    calls, real_step, real_learn = [], rl.Trainer.step, rl.learn
 
-    def recording(policy, *args, **kwargs):
-        calls.append(type(policy).__name__)
-        return real(policy, *args, **kwargs)
+    def step(self):
+        calls.append(("step", type(self).__name__))
+        return real_step(self)
 
-    monkeypatch.setattr(rl, "learn", recording)
+    def learn(policy, *args, **kwargs):
+        calls.append(("learn", type(policy).__name__))
+        return real_learn(policy, *args, **kwargs)
+
+    monkeypatch.setattr(rl.Trainer, "step", step)
+    monkeypatch.setattr(rl, "learn", learn)
     return calls
 
 
-def test_the_gru_and_the_language_model_go_through_the_same_update(small_dir, tasks, monkeypatch):
-    calls = spy_on_learn(monkeypatch)
+def test_the_gru_and_the_language_model_go_through_the_same_trainer_step(small_dir, tasks, monkeypatch):
+    """Chapter 6's GRU and chapter 10's language model (each of its methods) take the same rl.Trainer.step,
+    which calls the same rl.learn: neither trainer overrides the step."""
+    assert "step" not in vars(PPOTrainer) and "step" not in vars(llm_rl.LMTrainer)
+    calls = spy_on_the_core(monkeypatch)
     PPOTrainer(PPOConfig(**GRU_RUN), None, progress=False).train()            # chapter 6's loop
     model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)      # chapter 10's
     for method in llm_rl.METHODS:
         llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split == "train"], method=method, steps=1,
                         prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
-    assert calls == ["GRUActor", "LMActor", "LMActor", "LMActor", "LMActor"]
+    assert calls == [("step", "PPOTrainer"), ("learn", "GRUActor")] + [("step", "LMTrainer"), ("learn", "LMActor")] * 4
 
 
 def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
