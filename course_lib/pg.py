@@ -21,7 +21,9 @@ The pieces, in the order the chapter uses them:
     reinforce_loss, value_loss, init_critic             the two losses, and a critic's starting point
     RunningMeanBaseline, leave_one_out_baseline         baselines that need no network
     grad_variance, gradient_stats, flat_grad            how noisy is an estimate? repeat it and see
-    gru_policy, sequence_logprobs, train_reinforce      the same on the code environment
+    gru_policy, sequence_logprobs                       the same on the code environment
+
+`course_lib.reinforce` trains the GRU by REINFORCE with these pieces, through the RL core's Trainer.
 """
 
 from __future__ import annotations
@@ -33,14 +35,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from course_lib.env import course_alphabet, fraction_passed, rollout_batch
 from course_lib.models import choose_next, next_token_mask
 from course_lib.ppo import masked_mean
-from course_lib.progress import tqdm
-from course_lib.rollout import evaluate_actions
-
-BASELINES = ("none", "mean", "leave_one_out", "value")
-
+from course_lib.rollout import GRUActor, written_rollout
 
 # -----------------------------------------------------------------------------
 # a k-armed bandit: one step per episode, the exact gradient is known
@@ -282,79 +279,9 @@ def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Seq
     and get mask 0. (The character-level PPO work log's PPO read log-probs and values at padded positions
     until it was fixed; the mask is that fix.)
     """
-    device = model.embed.weight.device
-    distinct = list(dict.fromkeys(prompts))
-    where = {p: i for i, p in enumerate(distinct)}
-    index = torch.tensor([where[p] for p in prompts], device=device)
-    B, T = len(completions), max(1, max(len(c) for c in completions))
-    actions = torch.full((B, T), tokenizer.pad_id, dtype=torch.long)
-    for i, c in enumerate(completions):
-        actions[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long)
-    lengths = torch.tensor([len(c) for c in completions], device=device)
-    mask = (torch.arange(T, device=device)[None, :] < lengths[:, None]).float()
-    allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
+    ro = written_rollout(tokenizer, prompts, completions)
+    allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
     # the same re-reading as PPO's (chapter 6): each distinct prompt once, then the GRU over the written ids
-    logprobs, entropy, values = evaluate_actions(model, [tokenizer.encode(p, add_bos=True) for p in distinct], index,
-                                                 actions.to(device), mask, allowed=allowed, temperature=temperature)
-    return SequenceScores(logprobs=logprobs, values=values, entropy=entropy, mask=mask)
-
-
-# -----------------------------------------------------------------------------
-# REINFORCE on the code environment
-
-def train_reinforce(model, tokenizer, tasks, *, updates: int, samples_per_task: int, lr: float,
-                    baseline: str = "mean", vf_coef: float = 0.5, max_new_tokens: int = 160,
-                    alphabet=None, seed: int = 0, clip_norm: float = 1.0, reward_fn=None,
-                    progress: bool = True) -> list[dict]:
-    """REINFORCE (and, with baseline="value", its actor-critic form) on CodeGenEnv; returns one dict per update.
-
-    baseline: "none", "mean" (RunningMeanBaseline), "leave_one_out" (the other samples
-    of the same task), or "value" (the GRU's value head, trained alongside: a critic).
-    Each update samples samples_per_task episodes of every task with the current
-    policy, then takes ONE gradient step on them and throws them away. The model is
-    trained in place (copy it first to keep the original).
-    """
-    if baseline not in BASELINES:
-        raise ValueError(f"unknown baseline {baseline!r}; choose one of {BASELINES}")
-    alphabet = course_alphabet(tokenizer) if alphabet is None else alphabet
-    reward_fn = fraction_passed if reward_fn is None else reward_fn
-    torch.manual_seed(seed)
-    generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)
-    optimizer = torch.optim.Adam(model.parameters(), lr=lr)
-    running = RunningMeanBaseline()
-    history = []
-    for update in tqdm(range(updates), desc=f"REINFORCE ({baseline})", disable=not progress, unit="update"):
-        # 1. sample episodes with the current policy; the environment scores them
-        policy = gru_policy(model, tokenizer, generator=generator)
-        episodes = rollout_batch(policy, tasks, n=samples_per_task, seed=seed + 1000 * update, tokenizer=tokenizer,
-                                 max_new_tokens=max_new_tokens, alphabet=alphabet, reward_fn=reward_fn)
-        rewards = torch.tensor([e.reward for e in episodes])
-        # 2. log pi(a_t | s_t) of every written token, and the critic's V(s_t), with gradient
-        model.train()
-        scores = sequence_logprobs(model, tokenizer, [t.prompt for t in tasks for _ in range(samples_per_task)],
-                                   [e.actions for e in episodes], allowed_ids=alphabet)
-        # 3. the baseline: anything that does not depend on the sampled tokens themselves
-        if baseline == "none":
-            b = None
-        elif baseline == "mean":
-            b = torch.full_like(rewards, float(running.value))  # past batches only (0 before the first)
-            running.update(rewards)
-        elif baseline == "leave_one_out":
-            b = leave_one_out_baseline(rewards, samples_per_task)
-        else:
-            b = scores.values.detach()
-        # 4. the loss: policy gradient (+ critic regression), one step
-        loss = reinforce_loss(scores.logprobs, rewards, b, scores.mask)
-        critic_loss = value_loss(scores.values, rewards, scores.mask)
-        if baseline == "value":
-            loss = loss + vf_coef * critic_loss
-        optimizer.zero_grad()
-        loss.backward()
-        grad_norm = float(torch.nn.utils.clip_grad_norm_(model.parameters(), clip_norm))
-        optimizer.step()
-        history.append({"update": update, "reward": float(rewards.mean()), "rewards": rewards.tolist(),
-                        "pass_rate": float(np.mean([e.all_passed for e in episodes])),
-                        "length": float(scores.mask.sum(1).mean()), "grad_norm": grad_norm,
-                        "entropy": float(masked_mean(scores.entropy.detach(), scores.mask)),
-                        "value_loss": float(critic_loss.detach())})
-    return history
+    actor = GRUActor(model, allowed=allowed, temperature=temperature)
+    logprobs, entropy, values = actor.score(ro, torch.arange(len(completions)))
+    return SequenceScores(logprobs=logprobs, values=values, entropy=entropy, mask=ro.mask)

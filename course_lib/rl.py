@@ -6,10 +6,12 @@ its last token), whichever policy wrote it:
 
     Policy        what the core asks of a policy: score(ro, rows) -> log pi(a_t), entropy, V(s_t) of the
                   rollout's own ids, with gradients; reference_logprobs(ro, rows) for a KL term
-    advantages    per-token advantages and returns, by one of three estimators:
-                      "gae"    GAE(gamma, lambda) from the critic's values (PPO with a critic)
-                      "batch"  R - the batch's mean reward, optionally divided by its std (REINFORCE, PPO without a critic)
-                      "group"  R - the mean of its prompt's group, divided by the group's std (GRPO)
+    advantages    per-token advantages and returns, by one of four estimators:
+                      "gae"       GAE(gamma, lambda) from the critic's values (PPO with a critic)
+                      "baseline"  R - b(s_t), the baseline held in the rollout's values (chapter 5's REINFORCE:
+                                  0, a running mean, leave-one-out, or a critic's V)
+                      "batch"     R - the batch's mean reward, optionally divided by its std (REINFORCE, PPO without a critic)
+                      "group"     R - the mean of its prompt's group, divided by the group's std (GRPO)
     learn         epochs of minibatches of one loss: PPO's clipped surrogate (or REINFORCE's -A log p)
                   + value loss + entropy bonus + KL to a reference + whatever extra terms the caller adds
     Trainer       one step in the order of the maths: collect (rollout + reward) -> advantages -> learn -> record
@@ -28,11 +30,11 @@ from typing import Callable, Protocol
 import numpy as np
 import torch
 
-from course_lib.pg import reinforce_loss
-from course_lib.ppo import compute_gae, group_advantages, normalize_advantages, ppo_loss
+from course_lib.pg import reinforce_loss, value_loss
+from course_lib.ppo import compute_gae, group_advantages, masked_mean, normalize_advantages, ppo_loss
 from course_lib.rollout import Rollout
 
-ESTIMATORS = ("gae", "batch", "group")
+ESTIMATORS = ("gae", "baseline", "batch", "group")
 LOSSES = ("clip", "reinforce")
 
 
@@ -55,7 +57,8 @@ def advantages(ro: Rollout, estimator: str, *, gamma: float = 1.0, lam: float = 
                normalise: bool = True, min_std: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
     """(advantages, returns), each [B, T] and 0 on padding.
 
-    gae    GAE on ro.rewards and ro.values (bootstrapped by ro.bootstrap); normalise: over the batch's tokens
+    gae       GAE on ro.rewards and ro.values (bootstrapped by ro.bootstrap); normalise: over the batch's tokens
+    baseline  R - ro.values on every token: REINFORCE with the baseline b(s_t) the rollout holds (never normalised)
     batch  each episode's reward R minus the batch mean (normalise: divided by the batch's std), on every token
     group  R minus the mean of its group of group_size consecutive episodes (the same prompt), divided
            by the group's std (floored at min_std), on every token
@@ -68,6 +71,8 @@ def advantages(ro: Rollout, estimator: str, *, gamma: float = 1.0, lam: float = 
         adv, returns = compute_gae(ro.rewards, ro.values, mask, gamma=gamma, lam=lam, bootstrap_values=ro.bootstrap)
         return (normalize_advantages(adv, mask) if normalise else adv), returns
     episode_reward = ro.rewards.sum(1)  # the reward sits on each episode's last token
+    if estimator == "baseline":
+        return (episode_reward[:, None] - ro.values) * mask, episode_reward[:, None] * mask
     per_episode = episode_advantages(episode_reward, estimator, group_size=group_size, normalise=normalise,
                                      min_std=min_std)
     return per_episode[:, None] * mask, episode_reward[:, None] * mask
@@ -116,7 +121,16 @@ def rl_loss(new_logprobs, entropy, new_values, ro: Rollout, rows, adv, returns, 
     mask = ro.mask[rows, :T]
     if s.loss == "reinforce":
         loss = reinforce_loss(new_logprobs, adv[rows, :T], mask=mask)
-        return loss, {"policy_loss": loss.item(), "loss": loss.item()}
+        stats = {"policy_loss": loss.item()}
+        if entropy is not None:
+            stats["entropy"] = masked_mean(entropy.detach(), mask).item()
+        if new_values is not None:  # the critic's error, logged; trained only when it is the baseline
+            critic_loss = value_loss(new_values, returns[rows, :T], mask)
+            stats["value_loss"] = critic_loss.item()
+            if s.critic:
+                loss = loss + s.vf_coef * critic_loss
+        stats["loss"] = loss.item()
+        return loss, stats
     return ppo_loss(new_logprobs, ro.logprobs[rows, :T], adv[rows, :T], mask, clip_eps=s.clip_eps,
                     new_values=new_values if s.critic else None, old_values=ro.values[rows, :T],
                     returns=returns[rows, :T], value_clip_eps=s.value_clip_eps, entropy=entropy,

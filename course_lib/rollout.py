@@ -2,6 +2,7 @@
 
     TaskSampler        draws each update's tasks, leaning towards those not yet solved
     collect_rollout    samples B episodes in lockstep and scores them with ONE sandbox batch: a Rollout
+    written_rollout    a Rollout of completions written elsewhere (chapter 5's environment episodes)
     evaluate_actions   re-reads a Rollout's tokens with the current weights: log pi(a_t), entropy, V(s_t)
     GRUActor           the GRU as the RL core (`course_lib.rl`) sees it: score(ro, rows) and its reference
 
@@ -12,6 +13,7 @@ both build on these; neither imports the other's internals.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 import torch
@@ -109,10 +111,33 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: floa
 
 def distinct_prompts(tasks, tokenizer):
     """The distinct prompts of tasks (as <bos> + ids) and, for each task, the index of its prompt."""
-    order = list(dict.fromkeys(t.prompt for t in tasks))
+    return distinct_texts([t.prompt for t in tasks], tokenizer)
+
+
+def distinct_texts(prompts: Sequence[str], tokenizer):
+    """The distinct prompt texts (as <bos> + ids, in order of first appearance) and the index of each one's."""
+    order = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(order)}
     return ([tokenizer.encode(p, add_bos=True) for p in order],
-            torch.tensor([where[t.prompt] for t in tasks], dtype=torch.long))
+            torch.tensor([where[p] for p in prompts], dtype=torch.long))
+
+
+def written_rollout(tokenizer, prompts: Sequence[str], completions: Sequence[Sequence[int]], *,
+                    rewards: Sequence[float] | None = None, tasks=None, episodes=None) -> Rollout:
+    """A Rollout of completions already written (token ids, <eos> included), e.g. `env.rollout_batch`'s
+    episodes: padded to [B, T] with its mask, each reward (if given) on its episode's last token, and
+    log pi_old and V left at 0 (a policy's `score` reads them when they are needed)."""
+    B, T = len(completions), max(1, max(len(c) for c in completions))
+    actions, mask = torch.full((B, T), tokenizer.pad_id, dtype=torch.long), torch.zeros(B, T)
+    for i, c in enumerate(completions):
+        actions[i, :len(c)], mask[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long), 1.0
+    token_rewards = torch.zeros(B, T)
+    if rewards is not None:
+        token_rewards[torch.arange(B), mask.sum(1).long().clamp(min=1) - 1] = torch.tensor(rewards, dtype=torch.float32)
+    encoded, prompt_index = distinct_texts(prompts, tokenizer)
+    return Rollout(tasks=list(tasks) if tasks is not None else [None] * B, episodes=list(episodes or []),
+                   prompts=encoded, prompt_index=prompt_index, actions=actions, logprobs=torch.zeros(B, T),
+                   values=torch.zeros(B, T), mask=mask, rewards=token_rewards, bootstrap=torch.zeros(B))
 
 
 @torch.no_grad()
