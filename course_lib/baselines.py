@@ -30,7 +30,7 @@ from course_lib.models import generate
 from course_lib.pretrain import pretraining_texts
 from course_lib.progress import tqdm
 from course_lib.rollout import TaskSampler
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 from course_lib.teacher import PassingPrograms, teacher_losses
 from course_lib.trainer import evaluate_policy
 
@@ -41,7 +41,7 @@ def _sample(model, tokenizer, tasks, *, k: int, temperature: float, generator, a
     rows = [t for t in tasks for _ in range(k)]
     completions = generate(model, tokenizer, [t.prompt for t in rows], max_new_tokens=max_new_tokens,
                            temperature=temperature, allowed_ids=allowed_ids, generator=generator)
-    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(rows, completions)], timeout=timeout)
+    reports = task_reports(rows, completions, timeout=timeout)
     return rows, completions, reports
 
 

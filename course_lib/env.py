@@ -33,7 +33,7 @@ import gymnasium as gym
 import numpy as np
 from gymnasium import spaces
 
-from course_lib.sandbox import TestReport, run_tests, run_tests_batch
+from course_lib.sandbox import TestReport, run_tests, task_reports
 from course_lib.tasks import Task, load_tasks
 from course_lib.tokenizers import course_tokenizer
 
@@ -443,8 +443,8 @@ class BatchedCodeGen:
         completions = self.completions()
         reports = [None] * len(self.tasks)
         if score:
-            jobs = [(t.program(c), t.tests) for t, c in zip(self.tasks, completions)]
-            reports = run_tests_batch(jobs, timeout=self.timeout, memory_mb=self.memory_mb, workers=self.workers)
+            reports = task_reports(self.tasks, completions, timeout=self.timeout, memory_mb=self.memory_mb,
+                                   workers=self.workers)
         episodes = []
         for i, (task, completion, report) in enumerate(zip(self.tasks, completions, reports)):
             ep = Episode(task_id=task.id, completion=completion,

@@ -36,7 +36,7 @@ import torch
 
 from course_lib.llm import encode_prompt, load_adapter, load_model
 from course_lib.progress import tqdm
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval, load_tasks, split_groups
 
 STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
@@ -321,8 +321,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
 
 def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) -> list[bool]:
     """Whether task.program(completion) passes all of the task's tests, in the sandbox."""
-    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
-    return [bool(r.all_passed) for r in reports]
+    return [bool(r.all_passed) for r in task_reports(tasks, completions, timeout=timeout)]
 
 
 def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float = 0.8, greedy: bool = True,

@@ -27,7 +27,7 @@ from typing import Sequence
 import torch
 
 from course_lib.models import GRUPolicy, generate_ids
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 
 
 def epsilon_greedy(logits: torch.Tensor, *, epsilon: float, temperature: float = 1.0,
@@ -70,5 +70,5 @@ def explore(model: GRUPolicy, tokenizer, tasks: Sequence, *, epsilon: float, tem
     completions = epsilon_greedy_generate(model, tokenizer, [t.prompt for t in tasks], epsilon=epsilon,
                                           temperature=temperature, max_new_tokens=max_new_tokens,
                                           allowed_ids=allowed_ids, generator=generator)
-    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
+    reports = task_reports(tasks, completions, timeout=timeout)
     return list(zip(tasks, completions, reports))

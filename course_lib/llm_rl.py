@@ -15,7 +15,7 @@ Every step follows the same order, the order of the maths:
 
 1. ROLLOUT   sample group_size completions for each of prompts_per_step tasks (`evaluation.generate`), keeping
              the ids sampled: those ids, never a re-tokenisation of their text, are what the loss scores
-2. SCORE     run prompt + completion + tests in the sandbox (`sandbox.run_tests_batch`), never here;
+2. SCORE     run prompt + completion + tests in the sandbox (`sandbox.task_reports`), never here;
              reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
 3. ADVANTAGE `course_lib.rl.advantages`, by the method's estimator (METHOD_PARTS)
 4. UPDATE    `course_lib.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
@@ -53,7 +53,7 @@ from course_lib.lm_policy import LMActor, value_head_for
 from course_lib.pretrain import Example
 from course_lib.progress import tqdm
 from course_lib.rollout import Rollout
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
 METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
@@ -137,8 +137,7 @@ def rollout_pool(tasks, splits: Sequence[str]) -> list:
 
 def test_reports(tasks: Sequence, texts: Sequence[str], style: str, timeout: float = 2.0) -> list:
     """Run the function each answer holds (`evaluation.answer_code`) against its task's tests, in the sandbox."""
-    return run_tests_batch([(t.program(answer_code(t, text, style)), t.tests) for t, text in zip(tasks, texts)],
-                           timeout=timeout)
+    return task_reports(tasks, [answer_code(t, text, style) for t, text in zip(tasks, texts)], timeout=timeout)
 
 
 def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:

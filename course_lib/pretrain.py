@@ -35,7 +35,7 @@ import torch.nn.functional as F
 
 from course_lib.models import GRUConfig, GRUPolicy, generate
 from course_lib.progress import tqdm
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
 
@@ -291,8 +291,7 @@ def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float
     prompts = [t.prompt for t in tasks for _ in range(n)]
     completions = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                            greedy=greedy, allowed_ids=allowed_ids, generator=generator)
-    jobs = [(t.program(c), t.tests) for t, c in zip((t for t in tasks for _ in range(n)), completions)]
-    reports = run_tests_batch(jobs, timeout=timeout)
+    reports = task_reports([t for t in tasks for _ in range(n)], completions, timeout=timeout)
     passed = [bool(r.all_passed) for r in reports]
     per_task = {t.id: sum(passed[k * n:(k + 1) * n]) / n for k, t in enumerate(tasks)}
     return {"pass_rate": sum(passed) / len(passed), "per_task": per_task,

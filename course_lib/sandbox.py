@@ -590,3 +590,11 @@ def run_tests_batch(jobs: Sequence[tuple[str, Sequence[str]]], *, timeout: float
     ``workers`` processes (default: one per CPU). Order is preserved."""
     return _default_sandbox().run_tests_batch(jobs, timeout=timeout, memory_mb=memory_mb,
                                               workers=workers)
+
+
+def task_reports(tasks: Sequence, completions: Sequence[str], *, timeout: float = 2.0, memory_mb: int = 256,
+                 workers: Optional[int] = None) -> list[TestReport]:
+    """Each task's program with its completion (``task.program(completion)``) run against the task's
+    tests, all in one ``run_tests_batch``: how every part of the course scores written code."""
+    return run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout,
+                           memory_mb=memory_mb, workers=workers)

@@ -44,7 +44,7 @@ from course_lib.env import Episode, fraction_passed
 from course_lib.models import generate
 from course_lib.pretrain import IGNORE_INDEX, Example, drop_leaks, make_batch, task_examples
 from course_lib.rollout import Rollout, distinct_prompts, evaluate_actions, run_gru
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 
 TEACHER_SOURCES = ("off", "reference", "greedy", "both")
 BC_SCHEDULES = ("constant", "linear", "cosine")
@@ -94,8 +94,7 @@ def teacher_pool(source: str, tasks, *, model=None, tokenizer=None, allowed_ids=
     if not candidates:
         return []
     ids = [e.source.split(":", 1)[1] for e in candidates]
-    reports = run_tests_batch([(by_id[i].program(e.target), by_id[i].tests) for i, e in zip(ids, candidates)],
-                              timeout=timeout)
+    reports = task_reports([by_id[i] for i in ids], [e.target for e in candidates], timeout=timeout)
     reward_fn = reward_fn or fraction_passed
     pool, seen = [], set()
     for i, e, r in zip(ids, candidates, reports):

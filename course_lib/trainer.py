@@ -58,7 +58,7 @@ from course_lib.pretrain import pretrain, pretraining_texts
 from course_lib.progress import tqdm
 from course_lib.rewards import BUILTIN_TERMS, ShapedReward
 from course_lib.rollout import GRUActor, TaskSampler, collect_rollout
-from course_lib.sandbox import run_tests_batch
+from course_lib.sandbox import task_reports
 from course_lib.tasks import load_tasks, split_groups
 from course_lib.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses, teacher_pool,
                                 teacher_rollout)
@@ -89,7 +89,7 @@ def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int
     tasks = list(tasks)
     completions = generate(model, tokenizer, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
                            greedy=True, allowed_ids=allowed_ids)
-    reports = run_tests_batch([(t.program(c), t.tests) for t, c in zip(tasks, completions)], timeout=timeout)
+    reports = task_reports(tasks, completions, timeout=timeout)
     per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
                  "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
                  "completion": c} for t, c, r in zip(tasks, completions, reports)]
