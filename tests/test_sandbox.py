@@ -473,7 +473,7 @@ def test_worker_killed_mid_job_is_replaced(box):
     start_all_workers(box)
     pids = box.worker_pids()
     threading.Timer(0.3, kill_all, [[pid for p in pids for pid in
-                                     [p] + sandbox._descendants(p)]]).start()
+                                     [p] + sandbox.host._descendants(p)]]).start()
     reports = box.run_tests_batch([("import time\ntime.sleep(2)", ["assert True"])] * 2,
                                   timeout=5)
     assert [r.status for r in reports] == [Status.CRASHED] * 2
@@ -482,7 +482,7 @@ def test_worker_killed_mid_job_is_replaced(box):
 
 def test_hung_worker_is_killed_by_the_callers_watchdog(box):
     start_all_workers(box)
-    tree = [pid for p in box.worker_pids() for pid in [p] + sandbox._descendants(p)]
+    tree = [pid for p in box.worker_pids() for pid in [p] + sandbox.host._descendants(p)]
     for pid in tree:
         os.kill(pid, signal.SIGSTOP)        # stopped workers never answer
     started = time.monotonic()
@@ -490,7 +490,7 @@ def test_hung_worker_is_killed_by_the_callers_watchdog(box):
     elapsed = time.monotonic() - started
     kill_all(tree)
     assert [r.status for r in reports] == [Status.TIMEOUT] * 2
-    assert elapsed < 0.5 + sandbox.GRACE_SECONDS + 0.5
+    assert elapsed < 0.5 + sandbox.host.GRACE_SECONDS + 0.5
     assert_caller_fine(box)
 
 

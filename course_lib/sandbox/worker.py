@@ -18,7 +18,7 @@ The worker itself runs trusted code only; everything the candidate program
 does happens in the forked child and its descendants. It exits when its stdin
 closes -- also when the caller dies, even in the middle of a job.
 
-Usage (by course_lib.sandbox): ``_sandbox_worker.py '<settings as JSON>'``
+Usage (by course_lib.sandbox.host): ``worker.py '<settings as JSON>'``
 with keys ``uid`` (0: don't switch), ``scratch``, ``private_tmp``,
 ``masks``/``expose`` and ``read_all``; see ``main``.
 """
