@@ -8,21 +8,29 @@ from pathlib import Path
 PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
 
 
+def module_name(path: Path, package: Path = PACKAGE) -> str:
+    """course_lib/rl.py -> "rl"; course_lib/sandbox/__init__.py -> "sandbox"; course_lib/sandbox/host.py -> "sandbox.host"."""
+    parts = path.relative_to(package).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
 def import_graph(package: Path = PACKAGE) -> dict[str, set[str]]:
-    """module -> the course_lib modules it imports, at its top or inside any function."""
-    modules = {p.stem for p in package.glob("*.py")}
-    graph: dict[str, set[str]] = {m: set() for m in modules}
-    for path in package.glob("*.py"):
+    """module -> the course_lib modules it imports, at its top or inside any function (subpackages included)."""
+    files = {module_name(p, package): p for p in sorted(package.rglob("*.py")) if module_name(p, package)}
+    graph: dict[str, set[str]] = {m: set() for m in files}
+    for module, path in files.items():
         for node in ast.walk(ast.parse(path.read_text())):
             names: list[str] = []
             if isinstance(node, ast.ImportFrom) and node.module:
                 if node.module.startswith("course_lib."):
-                    names.append(node.module.split(".")[1])
+                    base = node.module.removeprefix("course_lib.")
+                    names.append(base)
+                    names += [f"{base}.{a.name}" for a in node.names]  # from course_lib.sandbox import host
                 elif node.module == "course_lib":
                     names += [a.name for a in node.names]
             elif isinstance(node, ast.Import):
-                names += [a.name.split(".")[1] for a in node.names if a.name.startswith("course_lib.")]
-            graph[path.stem] |= {n for n in names if n in modules and n != path.stem}
+                names += [a.name.removeprefix("course_lib.") for a in node.names if a.name.startswith("course_lib.")]
+            graph[module] |= {n for n in names if n in files and n != module}
     return graph
 
 
@@ -52,6 +60,7 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_course_lib_has_no_import_cycle():
     graph = import_graph()
-    assert {"trainer", "teacher", "rollout", "llm", "llm_rl", "evaluation"} <= set(graph)
+    assert {"trainer", "teacher", "rollout", "llm", "llm_rl", "evaluation", "sandbox", "sandbox.host"} <= set(graph)
     assert "teacher" in graph["trainer"] and "rollout" in graph["teacher"]  # the scan sees real edges
+    assert {"sandbox.host", "sandbox.report"} <= graph["sandbox"] and "sandbox.worker" in graph["sandbox.host"]
     assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
