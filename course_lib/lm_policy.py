@@ -101,7 +101,8 @@ class LMActor:
         batch, P, T = id_batch(ro, rows, self.pad_id)
         batch = _to(batch, self.model.device)
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
-                         position_ids=batch["position_ids"], output_hidden_states=with_values)
+                         position_ids=batch["position_ids"], output_hidden_states=with_values,
+                         use_cache=False)  # one pass over known ids: no KV cache to build
         logits = out.logits[:, P - 1:P - 1 + T].float() / self.temperature
         mask = ro.mask[rows, :T].to(logits.device)
         logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1) * mask
