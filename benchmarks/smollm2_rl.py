@@ -78,17 +78,6 @@ def measure_humaneval(model, tokenizer, seed: int) -> dict:
             "humaneval_test_tasks": len(result["per_task"])}
 
 
-def trl_curve(history: list[dict], epochs: int) -> list[dict]:
-    """TRL's log as the course's curve: one row per rollout batch (TRL logs its reward on the optimiser
-    step that generated the batch; the next epochs - 1 steps reuse it), with the KL and clip fraction of
-    that round's last optimiser step and the round's seconds."""
-    rounds = [history[i:i + epochs] for i in range(0, len(history), epochs)]
-    return [{"step": n, "reward": round(r[0]["reward"], 4), "pass_rate": round(r[0]["reward"], 4),
-             "avg_len": round(r[0]["completions/mean_length"], 2), "kl_ref": r[-1]["kl"],
-             "clip_frac": r[-1]["clip_ratio/region_mean"], "seconds": round(sum(x["step_time"] for x in r), 2)}
-            for n, r in enumerate(rounds, start=1)]
-
-
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
          humaneval: bool = False, loop: str = "course", humaneval_train: bool = False) -> None:
     """Run `method` (RL's other settings unchanged) for each seed missing from `output`.
@@ -106,7 +95,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     from course_lib.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
-    from course_lib.trl_grpo import train_trl_grpo
+    from course_lib.trl_grpo import course_curve, train_trl_grpo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
@@ -159,7 +148,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
         config = llm_rl.RLConfig(**rl, seed=seed)
         if loop == "trl":
             history = train_trl_grpo(model, tokenizer, pool, config)
-            curve = trl_curve(history, config.epochs)
+            curve = course_curve(history, config.epochs)
         else:
             history = llm_rl.train_rl(model, tokenizer, pool, config, progress=False)
             curve = [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",

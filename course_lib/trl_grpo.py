@@ -109,3 +109,15 @@ def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None
         trainer.train()
     model.eval()
     return [row for row in trainer.state.log_history if "train_runtime" not in row]  # not the run's summary
+
+
+def course_curve(history: list[dict], epochs: int) -> list[dict]:
+    """TRL's log (`train_trl_grpo`'s return) as `llm_rl.train_rl`'s rows: one per rollout batch. TRL logs
+    the reward on the optimiser step that generated the batch, and the next epochs - 1 steps reuse it;
+    each row has that round's reward and length, the KL and clip fraction of its last step, and its seconds."""
+    rounds = [history[i:i + epochs] for i in range(0, len(history), epochs)]
+    return [{"step": n, "reward": round(r[0]["reward"], 4), "pass_rate": round(r[0]["reward"], 4),
+             "avg_len": round(r[0]["completions/mean_length"], 2), "kl_ref": r[-1]["kl"],
+             "clip_frac": r[-1]["clip_ratio/region_mean"], "seconds": round(sum(x["step_time"] for x in r), 2)}
+            for n, r in enumerate(rounds, start=1)]
+

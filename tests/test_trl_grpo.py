@@ -65,3 +65,5 @@ def test_trl_grpo_trains_only_the_adapter_and_refuses_test_tasks(small_dir, task
     assert len(log) == 2 and log[0]["reward"] == 0.5  # two optimiser steps (epochs) on one batch of 4
     moved = {n for n, p in named.items() if not torch.equal(before[n], p.detach())}
     assert moved and all("lora_" in n for n in moved)
+    curve = trl_grpo.course_curve(log, config.epochs)  # one row per rollout batch, as train_rl writes them
+    assert [r["step"] for r in curve] == [1] and curve[0]["reward"] == 0.5 and curve[0]["kl_ref"] == log[1]["kl"]
