@@ -100,10 +100,12 @@ class LMActor:
     def _score(self, ro: Rollout, rows: torch.Tensor, with_values: bool):
         batch, P, T = id_batch(ro, rows, self.pad_id)
         batch = _to(batch, self.model.device)
+        # One pass over known ids: no KV cache to build, and the vocabulary's logits only where they are
+        # read (the T + 1 last positions, P - 1 onwards), not over the whole prompt.
         out = self.model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
                          position_ids=batch["position_ids"], output_hidden_states=with_values,
-                         use_cache=False)  # one pass over known ids: no KV cache to build
-        logits = out.logits[:, P - 1:P - 1 + T].float() / self.temperature
+                         use_cache=False, logits_to_keep=T + 1)
+        logits = out.logits[:, :T].float() / self.temperature  # the logits before each of the T ids
         mask = ro.mask[rows, :T].to(logits.device)
         logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1) * mask
         values = None
