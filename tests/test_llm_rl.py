@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from types import SimpleNamespace  # noqa: E402
 
-from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, pg, ppo, rl  # noqa: E402
+from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, pg, ppo, rl, sandbox  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
 
@@ -36,7 +36,7 @@ def sft_adapter(small_dir, tmp_path_factory, tasks):
     return llm.save_adapter(model, tmp_path_factory.mktemp("sft") / "adapter")
 
 
-def every_other_passes(jobs, timeout=2.0):
+def every_other_passes(jobs, **settings):
     """A stand-in for the sandbox: sample 0, 2, 4, ... pass (so every method has something to learn)."""
     return [SimpleNamespace(all_passed=i % 2 == 0, passed=int(i % 2 == 0), total=1, status="passed")
             for i in range(len(jobs))]
@@ -125,7 +125,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
 def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_adapter, tasks, method, monkeypatch):
     # an untrained model's samples all fail at the same length: equal rewards, zero advantages, no update.
     # Here every other sample "passes", so each method has something to learn from.
-    monkeypatch.setattr(llm_rl, "run_tests_batch", every_other_passes)
+    monkeypatch.setattr(sandbox, "run_tests_batch", every_other_passes)  # under sandbox.task_reports
     model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", init_adapter=sft_adapter, seed=0)
     lora, frozen = lora_and_frozen(model)
     pool = [t for t in tasks if t.split != "test"]
@@ -165,12 +165,12 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
                                                  "eos", ids))
         return out
 
-    def fake_run(jobs, timeout=2.0):
+    def fake_run(jobs, **settings):
         seen["programs"] = [program for program, _ in jobs]
         return every_other_passes(jobs)
 
     monkeypatch.setattr(llm_rl, "generate", fake_generate)
-    monkeypatch.setattr(llm_rl, "run_tests_batch", fake_run)
+    monkeypatch.setattr(sandbox, "run_tests_batch", fake_run)
     model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
     tokenizer.chat_template = CHAT_TEMPLATE
     pool = [t for t in tasks if t.split == "train"][:2]
