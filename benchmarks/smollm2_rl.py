@@ -79,8 +79,9 @@ def measure_humaneval(model, tokenizer, seed: int) -> dict:
 
 
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
-         humaneval: bool = False, loop: str = "course", humaneval_train: bool = False) -> None:
-    """Run `method` (RL's other settings unchanged) for each seed missing from `output`.
+         humaneval: bool = False, loop: str = "course", humaneval_train: bool = False,
+         rl_changes: dict | None = None) -> None:
+    """Run `method` (RL's other settings unchanged, but for rl_changes) for each seed missing from `output`.
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
     `course_lib.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
@@ -101,7 +102,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     transformers.utils.logging.disable_progress_bar()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks = load_tasks()
-    rl = {**RL, "method": method}
+    rl = {**RL, "method": method, **(rl_changes or {})}
     settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
     label = method if loop == "course" else f"{loop}-{method}"
     if humaneval_train:

@@ -48,7 +48,10 @@ PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
     "08_teacher_mixing": (("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),),
     "10_lora_rl": (("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),
                    ("benchmarks/smollm2_rl.py", "notebooks/data/smollm2_rl.json"),
-                   ("benchmarks/trl_grpo.py", "notebooks/data/trl_grpo.json")),
+                   ("benchmarks/trl_grpo.py", "notebooks/data/trl_grpo.json"),
+                   ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_reinforce.json"),
+                   ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_ppo.json"),
+                   ("benchmarks/smollm2_humaneval_rl.py", "notebooks/data/smollm2_humaneval_rl.json")),
     "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
                                ("benchmarks/smollm2_teacher_grpo.py", "notebooks/data/smollm2_teacher_grpo.json")),
 }

@@ -1,0 +1,97 @@
+"""What re-reading a rollout costs the language model: the time and peak memory of one `LMActor.score`
+(forward and backward, as one minibatch of `rl.learn`) on SmolLM2-135M-Instruct, three ways:
+
+    full logits, cache   the model's defaults: a KV cache built, the vocabulary's logits at every position
+    full logits          use_cache=False
+    course               use_cache=False and logits only at the T + 1 positions read (`logits_to_keep`),
+                         what `course_lib.lm_policy.LMActor` does
+
+The rollout: 4 HumanEval training problems x 4 samples in the chat style, at most 128 new tokens
+(HumanEval's prompts are long, so the prompt is most of each row). Each way runs in its own process
+(peak memory is per process), scores the same rollout three times and keeps the fastest.
+
+    python benchmarks/scoring_benchmark.py     writes benchmarks/records/scoring_benchmark.json
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(REPO_ROOT))
+OUTPUT = REPO_ROOT / "benchmarks" / "records" / "scoring_benchmark.json"
+WAYS = ("full logits, cache", "full logits", "course")
+THREADS = 2
+
+
+def measure(way: str) -> dict:
+    import torch
+
+    from course_lib import llm, llm_rl, lm_policy
+    from course_lib.tasks import load_humaneval
+
+    torch.set_num_threads(THREADS)
+    model, tokenizer = lm_policy.load_policy("smollm2-135m-instruct", "cpu", seed=0)
+    config = llm_rl.RLConfig(style="chat", group_size=4, max_new_tokens=128, temperature=0.8)
+    ro = llm_rl.rollout(model, tokenizer, load_humaneval("train")[:4], config, seed=0)
+    actor = lm_policy.LMActor(model, tokenizer, config.temperature)
+
+    def score_by_default(ro, rows, use_cache):  # the old way: logits at every position
+        batch, P, T = lm_policy.id_batch(ro, rows, actor.pad_id)
+        out = model(input_ids=batch["input_ids"], attention_mask=batch["attention_mask"],
+                    position_ids=batch["position_ids"], use_cache=use_cache)
+        logits = out.logits[:, P - 1:P - 1 + T].float() / actor.temperature
+        logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1)
+        return logprobs * ro.mask[rows, :T]
+
+    rows = torch.arange(len(ro.episodes))
+    times, reference = [], None
+    for _ in range(3):
+        model.zero_grad()
+        start = time.perf_counter()
+        if way == "course":
+            logprobs = actor.score(ro, rows)[0]
+        else:
+            logprobs = score_by_default(ro, rows, use_cache=way.endswith("cache"))
+        logprobs.sum().backward()
+        times.append(time.perf_counter() - start)
+        reference = logprobs.detach()
+    batch, P, T = lm_policy.id_batch(ro, rows, actor.pad_id)
+    return {"way": way, "seconds": round(min(times), 3), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
+            "rows": len(rows), "prompt_width": P, "completion_width": T,
+            "logprob_sum": round(float(reference.sum()), 4), "parameters": llm.trainable_parameter_count(model)}
+
+
+def main() -> None:
+    from course_lib.reproduce import cpu_model
+
+    rows = []
+    for way in WAYS:
+        out = subprocess.run([sys.executable, __file__, way], capture_output=True, text=True, check=True,
+                             env={**os.environ, "OMP_NUM_THREADS": str(THREADS)})
+        row = json.loads(out.stdout.strip().splitlines()[-1])
+        rows.append(row)
+        print(f"{way:<20} {row['seconds']:>7.2f} s  peak {row['peak_rss_mb']:>6} MB  (sum of log-probs {row['logprob_sum']})",
+              flush=True)
+    sums = [r["logprob_sum"] for r in rows]
+    assert max(sums) - min(sums) < 1e-2, f"the three ways must score the same log-probabilities, got {sums}"
+    write_json(OUTPUT, {"script": "benchmarks/scoring_benchmark.py", "model": "smollm2-135m-instruct", "rows": rows,
+                        "threads": THREADS, "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
+                        "python": platform.python_version()})
+    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) > 1:
+        print(json.dumps(measure(sys.argv[1])))
+    else:
+        main()
