@@ -52,7 +52,7 @@ from course_lib.llm_teacher import OfflineTeacher, Teacher, teacher_examples
 from course_lib.lm_policy import LMActor, value_head_for
 from course_lib.pretrain import Example
 from course_lib.progress import tqdm
-from course_lib.rollout import Rollout
+from course_lib.rollout import Rollout, written_rollout
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
@@ -171,22 +171,14 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
     sample_tasks = [tasks[g.prompt_index] for g in gens]
     reports = test_reports(sample_tasks, [g.text for g in gens], config.style, config.timeout)
     rewards = length_penalised_reward([r.all_passed for r in reports], [g.n_tokens for g in gens], config.length_alpha)
-    B, T = len(gens), max(1, max(len(g.ids) for g in gens))
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    actions, mask = torch.full((B, T), pad, dtype=torch.long), torch.zeros(B, T)
-    for i, g in enumerate(gens):
-        actions[i, :len(g.ids)], mask[i, :len(g.ids)] = torch.tensor(g.ids, dtype=torch.long), 1.0
-    lengths = mask.sum(1).long().clamp(min=1)
-    token_rewards = torch.zeros(B, T)
-    token_rewards[torch.arange(B), lengths - 1] = rewards
     episodes = [Episode(task_id=t.id, completion=g.completion if config.style == "completion" else g.text,
                         actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
                         reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))
                 for t, g, r, rw in zip(sample_tasks, gens, reports, rewards)]
-    ro = Rollout(tasks=sample_tasks, episodes=episodes, prompts=[encode_prompt(tokenizer, p) for p in prompts],
-                 prompt_index=torch.tensor([g.prompt_index for g in gens], dtype=torch.long), actions=actions,
-                 logprobs=torch.zeros(B, T), values=torch.zeros(B, T), mask=mask, rewards=token_rewards,
-                 bootstrap=torch.zeros(B))
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    ro = written_rollout(tokenizer, [prompts[g.prompt_index] for g in gens], [g.ids for g in gens], rewards=rewards,
+                         tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p), pad_id=pad)
+    B = len(gens)
     with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning
         ro.logprobs, _, values = LMActor(model, tokenizer, config.temperature, value_head).score(ro, torch.arange(B))
     if values is not None:

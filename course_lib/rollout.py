@@ -13,7 +13,7 @@ both build on these; neither imports the other's internals.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 import torch
@@ -111,30 +111,38 @@ def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: floa
 
 def distinct_prompts(tasks, tokenizer):
     """The distinct prompts of tasks (as <bos> + ids) and, for each task, the index of its prompt."""
-    return distinct_texts([t.prompt for t in tasks], tokenizer)
+    return distinct_texts([t.prompt for t in tasks], lambda p: tokenizer.encode(p, add_bos=True))
 
 
-def distinct_texts(prompts: Sequence[str], tokenizer):
-    """The distinct prompt texts (as <bos> + ids, in order of first appearance) and the index of each one's."""
+def distinct_texts(prompts: Sequence[str], encode: Callable[[str], list]):
+    """The distinct prompt texts, encoded (in order of first appearance), and the index of each one's."""
     order = list(dict.fromkeys(prompts))
     where = {p: i for i, p in enumerate(order)}
-    return ([tokenizer.encode(p, add_bos=True) for p in order],
-            torch.tensor([where[p] for p in prompts], dtype=torch.long))
+    return [encode(p) for p in order], torch.tensor([where[p] for p in prompts], dtype=torch.long)
+
+
+def last_token_rewards(rewards, mask: torch.Tensor) -> torch.Tensor:
+    """[B, T]: each episode's reward on its last real token (mask 1), 0 everywhere else."""
+    B, T = mask.shape
+    token_rewards = torch.zeros(B, T)
+    token_rewards[torch.arange(B), mask.sum(1).long().clamp(min=1) - 1] = torch.as_tensor(rewards, dtype=torch.float32)
+    return token_rewards
 
 
 def written_rollout(tokenizer, prompts: Sequence[str], completions: Sequence[Sequence[int]], *,
-                    rewards: Sequence[float] | None = None, tasks=None, episodes=None) -> Rollout:
-    """A Rollout of completions already written (token ids, <eos> included), e.g. `env.rollout_batch`'s
-    episodes: padded to [B, T] with its mask, each reward (if given) on its episode's last token, and
-    log pi_old and V left at 0 (a policy's `score` reads them when they are needed)."""
+                    rewards: Sequence[float] | None = None, tasks=None, episodes=None,
+                    encode: Callable[[str], list] | None = None, pad_id: int | None = None) -> Rollout:
+    """A Rollout of completions already written (token ids, <eos> included): chapter 5's environment
+    episodes, or a language model's samples. Padded to [B, T] with its mask, each reward (if given) on its
+    episode's last token, and log pi_old and V left at 0 (a policy's `score` reads them when needed).
+    encode: prompt text -> ids (default: the course tokenizer's <bos> + ids); pad_id: default tokenizer.pad_id."""
     B, T = len(completions), max(1, max(len(c) for c in completions))
-    actions, mask = torch.full((B, T), tokenizer.pad_id, dtype=torch.long), torch.zeros(B, T)
+    pad_id = tokenizer.pad_id if pad_id is None else pad_id
+    actions, mask = torch.full((B, T), pad_id, dtype=torch.long), torch.zeros(B, T)
     for i, c in enumerate(completions):
         actions[i, :len(c)], mask[i, :len(c)] = torch.as_tensor(list(c), dtype=torch.long), 1.0
-    token_rewards = torch.zeros(B, T)
-    if rewards is not None:
-        token_rewards[torch.arange(B), mask.sum(1).long().clamp(min=1) - 1] = torch.tensor(rewards, dtype=torch.float32)
-    encoded, prompt_index = distinct_texts(prompts, tokenizer)
+    token_rewards = last_token_rewards(rewards, mask) if rewards is not None else torch.zeros(B, T)
+    encoded, prompt_index = distinct_texts(prompts, encode or (lambda p: tokenizer.encode(p, add_bos=True)))
     return Rollout(tasks=list(tasks) if tasks is not None else [None] * B, episodes=list(episodes or []),
                    prompts=encoded, prompt_index=prompt_index, actions=actions, logprobs=torch.zeros(B, T),
                    values=torch.zeros(B, T), mask=mask, rewards=token_rewards, bootstrap=torch.zeros(B))
@@ -177,9 +185,7 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     episodes = env.results()  # the sandbox runs every program here, in one batch
 
     T = int(mask.sum(1).max())
-    lengths = mask.sum(1).long()
-    rewards = torch.zeros(B, T)
-    rewards[torch.arange(B), lengths - 1] = torch.tensor([e.reward for e in episodes], dtype=torch.float32)
+    rewards = last_token_rewards([e.reward for e in episodes], mask[:, :T])
     bootstrap = torch.zeros(B)
     truncated = torch.tensor([e.truncated for e in episodes])
     if bootstrap_truncated and truncated.any():
