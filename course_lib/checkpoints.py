@@ -173,3 +173,25 @@ def _check_state_dict(state: dict, model: GRUPolicy, where: str) -> None:
         raise CheckpointMismatchError(
             f"{where}: its weights do not fit its own config {model.config}: " + "; ".join(problems[:6])
             + ". The file was changed or written by other code; retrain and save with save_checkpoint.")
+
+
+# -----------------------------------------------------------------------------
+# the state of a run in progress, for resuming it (the GRU's trainer and the language model's)
+
+def save_run_state(state: dict, path) -> None:
+    """torch.save to a temporary file, then an atomic rename: a crash mid-write leaves the previous state."""
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    torch.save(state, tmp)
+    tmp.replace(path)
+
+
+def check_same_settings(saved: dict, now: dict, path, *, error=ValueError,
+                        fix: str = "Resume with the same settings, or start a new run.") -> None:
+    """A run resumes only with the settings that wrote its state; the error names every one that changed."""
+    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+    if changed:
+        raise error(f"{path} was written by a run with other settings: "
+                    + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items()) + f". {fix}")
+

@@ -44,6 +44,7 @@ import numpy as np
 import torch
 
 from course_lib import rl
+from course_lib.checkpoints import check_same_settings, save_run_state
 from course_lib.config import Config, option, require
 from course_lib.env import Episode
 from course_lib.evaluation import CHAT, STYLES, answer_code, generate, prompt_for, stop_sequences_for
@@ -361,20 +362,12 @@ class RunState:
                  "value_head": t.value_head.state_dict() if t.value_head is not None else None,
                  "optimizer": t.optimizer.state_dict(), "rng": t.task_rng.getstate(),
                  "learn_rng": t.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
-        path = Path(path)
-        path.parent.mkdir(parents=True, exist_ok=True)
-        torch.save(state, path.with_suffix(".tmp"))
-        path.with_suffix(".tmp").replace(path)  # a crash mid-write leaves the previous state
+        save_run_state(state, path)
 
     def load(self, path) -> None:
         t = self.trainer
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        saved, now = state["config"], asdict(t.config)
-        changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
-        if changed:
-            raise ValueError(f"{path} was written by a run with other settings: "
-                             + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items())
-                             + ". Resume with the same settings, or start a new run.")
+        check_same_settings(state["config"], asdict(t.config), path)
         named = dict(t.model.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():

@@ -46,7 +46,8 @@ import numpy as np
 import torch
 
 from course_lib import rl
-from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
+from course_lib.checkpoints import (CheckpointMismatchError, check_same_settings, load_checkpoint, save_checkpoint,
+                                    save_run_state)
 from course_lib.config import ConfigError
 from course_lib.env import action_alphabet
 from course_lib.explore import explore
@@ -370,9 +371,7 @@ class PPOTrainer(rl.Trainer):
             "pretrain_seconds": self.pretrain_seconds, "teacher_rng": self.teacher_rng.bit_generator.state,
             "explore_generator": self.explore_generator.get_state(),
         }
-        tmp = self.out / (STATE_FILE + ".tmp")
-        torch.save(state, tmp)
-        tmp.replace(self.out / STATE_FILE)  # atomic: a crash mid-write leaves the previous state
+        save_run_state(state, self.out / STATE_FILE)
         if self.config.keep_checkpoints:  # a copy per save, the oldest beyond the last K deleted
             folder = self.out / CHECKPOINT_DIR
             folder.mkdir(exist_ok=True)
@@ -382,12 +381,9 @@ class PPOTrainer(rl.Trainer):
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: includes RNG tuples
-        saved = PPOConfig.from_dict(state["config"])
-        if saved != self.config:
-            diff = {k: (v, getattr(self.config, k)) for k, v in saved.to_dict().items() if getattr(self.config, k) != v}
-            raise ConfigError(f"{path} was written by a run with other settings: "
-                              + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in diff.items())
-                              + ". Resume with the same settings (drop the changed options), or start a new --out.")
+        check_same_settings(PPOConfig.from_dict(state["config"]).to_dict(), self.config.to_dict(), path,
+                            error=ConfigError,
+                            fix="Resume with the same settings (drop the changed options), or start a new --out.")
         self.update = state["update"]
         self.model.load_state_dict(state["model"])
         self.optimizer.load_state_dict(state["optimizer"])
