@@ -46,7 +46,8 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     from course_lib.baselines import best_of_n, expert_iteration
     from course_lib.checkpoints import load_checkpoint
     from course_lib.tasks import load_tasks
-    from course_lib.trainer import PPOConfig, evaluate_policy
+    from course_lib.pretrain import evaluate_policy
+    from course_lib.trainer import PPOConfig
 
     run_dir = out / f"seed{seed}"
     timing_file = run_dir / "ppo_timing.json"

@@ -49,7 +49,8 @@ def slug(name: str) -> str:
 
 
 def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrained: Path) -> dict:
-    from course_lib.trainer import EVAL_FILE, PPOConfig, PPOTrainer, evaluate_policy
+    from course_lib.pretrain import evaluate_policy
+    from course_lib.trainer import EVAL_FILE, PPOConfig, PPOTrainer
 
     run_dir = out / slug(variant) / f"seed{seed}"
     if (run_dir / EVAL_FILE).exists():
@@ -88,7 +89,8 @@ def main() -> int:
     from course_lib.checkpoints import load_checkpoint
     from course_lib.env import action_alphabet
     from course_lib.tasks import load_tasks
-    from course_lib.trainer import evaluate_policy, read_metrics
+    from course_lib.pretrain import evaluate_policy
+    from course_lib.trainer import read_metrics
 
     torch.set_num_threads(1)
     started = time.perf_counter()

@@ -26,23 +26,10 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_lib.models import generate
-from course_lib.pretrain import pretraining_texts
+from course_lib.pretrain import attempts, evaluate_policy, pretraining_texts
 from course_lib.progress import tqdm
 from course_lib.rollout import TaskSampler
-from course_lib.sandbox import task_reports
 from course_lib.teacher import PassingPrograms, teacher_losses
-from course_lib.trainer import evaluate_policy
-
-
-def _sample(model, tokenizer, tasks, *, k: int, temperature: float, generator, allowed_ids,
-            max_new_tokens: int, timeout: float):
-    """k sampled completions per task, each run against its tests (one sandbox batch)."""
-    rows = [t for t in tasks for _ in range(k)]
-    completions = generate(model, tokenizer, [t.prompt for t in rows], max_new_tokens=max_new_tokens,
-                           temperature=temperature, allowed_ids=allowed_ids, generator=generator)
-    reports = task_reports(rows, completions, timeout=timeout)
-    return rows, completions, reports
 
 
 def best_of_n(model, tokenizer, tasks: Sequence, *, temperature: float = 1.5, samples_per_round: int = 4,
@@ -69,7 +56,7 @@ def best_of_n(model, tokenizer, tasks: Sequence, *, temperature: float = 1.5, sa
         todo = [t for t in tasks if t.id not in found]
         if not todo:
             break
-        rows, completions, reports = _sample(model, tokenizer, todo, k=samples_per_round, temperature=temperature,
+        rows, completions, reports = attempts(model, tokenizer, todo, n=samples_per_round, temperature=temperature,
                                              generator=generator, allowed_ids=allowed_ids,
                                              max_new_tokens=max_new_tokens, timeout=timeout)
         samples += len(rows)
@@ -131,7 +118,7 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
     while (rounds is None or r < rounds) and (time_budget is None or time.perf_counter() - start < time_budget):
         # sample and keep what passes
         drawn = sampler.draw(episodes_per_round // episodes_per_task, 1)
-        rows, completions, reports = _sample(model, tokenizer, drawn, k=episodes_per_task, temperature=temperature,
+        rows, completions, reports = attempts(model, tokenizer, drawn, n=episodes_per_task, temperature=temperature,
                                              generator=generator, allowed_ids=allowed_ids,
                                              max_new_tokens=max_new_tokens, timeout=timeout)
         sampler.observe([_Outcome(t.id, rep.all_passed) for t, rep in zip(rows, reports)])

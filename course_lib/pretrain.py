@@ -36,7 +36,7 @@ import torch.nn.functional as F
 from course_lib.models import GRUConfig, GRUPolicy, generate
 from course_lib.progress import tqdm
 from course_lib.sandbox import task_reports
-from course_lib.tasks import load_tasks
+from course_lib.tasks import load_tasks, split_groups
 from course_lib.tokenizers import course_tokenizer
 
 IGNORE_INDEX = -100  # cross_entropy skips targets equal to this
@@ -275,6 +275,17 @@ def evaluate_loss(model: GRUPolicy, tokenizer, examples: Sequence[Example], batc
 # -----------------------------------------------------------------------------
 # does the code it writes pass the tests?
 
+def attempts(model: GRUPolicy, tokenizer, tasks, *, n: int = 1, temperature: float = 1.0, greedy: bool = False,
+             max_new_tokens: int = 160, allowed_ids=None, generator: torch.Generator | None = None,
+             timeout: float = 2.0) -> tuple[list, list[str], list]:
+    """n completions of every task (task by task), each run against its task's tests in one sandbox batch:
+    (the task of each attempt, the completions, the sandbox's TestReports)."""
+    rows = [t for t in tasks for _ in range(n)]
+    completions = generate(model, tokenizer, [t.prompt for t in rows], max_new_tokens=max_new_tokens,
+                           temperature=temperature, greedy=greedy, allowed_ids=allowed_ids, generator=generator)
+    return rows, completions, task_reports(rows, completions, timeout=timeout)
+
+
 def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float = 1.0, greedy: bool = False,
                        max_new_tokens: int = 160, n_samples: int = 1, seed: int = 0, allowed_ids=None,
                        timeout: float = 2.0) -> dict:
@@ -288,11 +299,24 @@ def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float
     tasks = list(tasks)
     n = 1 if (greedy or temperature == 0) else n_samples
     generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)
-    prompts = [t.prompt for t in tasks for _ in range(n)]
-    completions = generate(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
-                           greedy=greedy, allowed_ids=allowed_ids, generator=generator)
-    reports = task_reports([t for t in tasks for _ in range(n)], completions, timeout=timeout)
+    _, completions, reports = attempts(model, tokenizer, tasks, n=n, temperature=temperature, greedy=greedy,
+                                       max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, generator=generator,
+                                       timeout=timeout)
     passed = [bool(r.all_passed) for r in reports]
     per_task = {t.id: sum(passed[k * n:(k + 1) * n]) / n for k, t in enumerate(tasks)}
     return {"pass_rate": sum(passed) / len(passed), "per_task": per_task,
             "completions": {t.id: completions[k * n:(k + 1) * n] for k, t in enumerate(tasks)}}
+
+
+def evaluate_policy(model: GRUPolicy, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
+                    timeout: float = 2.0) -> dict:
+    """Greedy decoding on every task: the pass rate of each split (and near/far), and each task's result."""
+    tasks, completions, reports = attempts(model, tokenizer, list(tasks), greedy=True, max_new_tokens=max_new_tokens,
+                                           allowed_ids=allowed_ids, timeout=timeout)
+    per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
+                 "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
+                 "completion": c} for t, c, r in zip(tasks, completions, reports)]
+    out = {f"{group}_pass_rate": round(sum(r["passed"] for r in rows) / len(rows), 4)
+           for group, rows in split_groups(per_task).items()}
+    out["per_task"] = per_task
+    return out

@@ -51,16 +51,15 @@ from course_lib.checkpoints import (CheckpointMismatchError, check_same_settings
 from course_lib.config import ConfigError
 from course_lib.env import action_alphabet
 from course_lib.explore import explore
-from course_lib.models import GRUConfig, GRUPolicy, generate
+from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.plots import plot_training
 from course_lib.ppo import explained_variance, warmup_cosine
 from course_lib.ppo_config import PPOConfig
-from course_lib.pretrain import pretrain, pretraining_texts
+from course_lib.pretrain import evaluate_policy, pretrain, pretraining_texts
 from course_lib.progress import tqdm
 from course_lib.rewards import BUILTIN_TERMS, ShapedReward
 from course_lib.rollout import GRUActor, TaskSampler, collect_rollout
-from course_lib.sandbox import task_reports
-from course_lib.tasks import load_tasks, split_groups
+from course_lib.tasks import load_tasks
 from course_lib.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses, teacher_pool,
                                 teacher_rollout)
 from course_lib.tokenizers import UnknownCharacterError, course_tokenizer
@@ -77,27 +76,6 @@ TIMING_KEYS = ("wall_s", "rollout_s", "explore_s", "learn_s", "tokens_per_s")  #
 
 
 # The teacher terms (behaviour cloning, self-imitation, teacher episodes) live in course_lib.teacher.
-
-
-# =====================================================================================
-# Evaluation: greedy pass rates per split and novelty
-# =====================================================================================
-
-def evaluate_policy(model, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
-                    timeout: float = 2.0) -> dict:
-    """Greedy decoding on every task; the pass rate of each split (and near/far), and each task's result."""
-
-    tasks = list(tasks)
-    completions = generate(model, tokenizer, [t.prompt for t in tasks], max_new_tokens=max_new_tokens,
-                           greedy=True, allowed_ids=allowed_ids)
-    reports = task_reports(tasks, completions, timeout=timeout)
-    per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
-                 "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
-                 "completion": c} for t, c, r in zip(tasks, completions, reports)]
-    out = {f"{group}_pass_rate": round(sum(r["passed"] for r in rows) / len(rows), 4)
-           for group, rows in split_groups(per_task).items()}
-    out["per_task"] = per_task
-    return out
 
 
 # =====================================================================================
