@@ -1,8 +1,10 @@
-"""The library's structure: no module imports another that (directly or through others) imports it back."""
+"""The library's structure: no module imports another that (directly or through others) imports it back,
+and the README's layout lists every module in layers that the imports respect."""
 
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
@@ -64,3 +66,30 @@ def test_course_lib_has_no_import_cycle():
     assert "teacher" in graph["trainer"] and "rollout" in graph["teacher"]  # the scan sees real edges
     assert {"sandbox.host", "sandbox.report"} <= graph["sandbox"] and "sandbox.worker" in graph["sandbox.host"]
     assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
+
+
+def readme_layers(readme: Path = PACKAGE.parent / "README.md") -> list[list[str]]:
+    """The module names on each line of the README's layout block (continuation lines name none)."""
+    block = readme.read_text().split("Inside `course_lib/`", 1)[1].split("```")[1]
+    known = {name.split(".")[0] for name in import_graph()}
+    layers = []
+    for line in block.splitlines():
+        names = []
+        for word in re.split(r"\s+", line.strip()):
+            if word not in known:
+                break
+            names.append(word)
+        if names:
+            layers.append(names)
+    return layers
+
+
+def test_the_readme_layout_lists_every_module_in_layers_the_imports_respect():
+    layers = readme_layers()
+    listed = [name for layer in layers for name in layer]
+    modules = {name.split(".")[0] for name in import_graph()}
+    assert sorted(listed) == sorted(modules), f"listed twice or missing: {set(modules) ^ set(listed)}"
+    line_of = {name: i for i, layer in enumerate(layers) for name in layer}
+    upward = [f"{m} -> {d}" for m, deps in import_graph().items() for d in deps
+              if line_of[d.split(".")[0]] > line_of[m.split(".")[0]]]
+    assert upward == [], "a module imports one listed below it in the README: " + ", ".join(upward)
