@@ -25,7 +25,7 @@ def provenance(pretrained: Path) -> dict:
     """What a record was made from and on: the start checkpoint's SHA-256 (chapters check it against
     the checkpoint they load) and the processor (CPU numbers depend on it)."""
     from course_lib.checkpoints import file_sha256
-    from course_lib.reproduce import cpu_model
+    from book_tools.reproduce import cpu_model
 
     return {"pretrained_sha256": file_sha256(pretrained), "machine": f"{cpu_model() or 'unknown CPU'}, "
             f"{os.cpu_count()} cores"}

@@ -33,7 +33,7 @@ def main() -> None:
     import transformers
 
     from course_lib import evaluation, llm
-    from course_lib.reproduce import cpu_model
+    from book_tools.reproduce import cpu_model
     from course_lib.tasks import load_tasks
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")

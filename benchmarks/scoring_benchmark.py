@@ -72,7 +72,7 @@ def measure(way: str) -> dict:
 
 
 def main() -> None:
-    from course_lib.reproduce import cpu_model
+    from book_tools.reproduce import cpu_model
 
     rows = []
     for way in WAYS:

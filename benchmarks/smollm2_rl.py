@@ -93,7 +93,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     import transformers
 
     from course_lib import llm_rl, lm_policy
-    from course_lib.reproduce import cpu_model
+    from book_tools.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
     from course_lib.trl_grpo import course_curve, train_trl_grpo

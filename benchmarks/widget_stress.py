@@ -8,7 +8,7 @@ that takes the whole limit is a *stall*: the kernel had finished it, but the cli
 the reply until the limit made it look again (or never, which papermill reports as a timeout).
 
     python benchmarks/widget_stress.py --client stock    # papermill's own kernel client
-    python benchmarks/widget_stress.py --client course   # the batch's client (course_lib.reproduce)
+    python benchmarks/widget_stress.py --client course   # the batch's client (book_tools.reproduce)
 
 Writes ``benchmarks/records/widget_stress-<client>.json`` with every cell's count of executions and stalls and
 the slowest execution seen. Takes about 5 minutes on 2 cores with the defaults.
@@ -32,7 +32,7 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
 from benchmarks._common import write_json  # noqa: E402
-from course_lib import batch_engine, reproduce  # noqa: E402
+from book_tools import batch_engine, reproduce  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 
@@ -94,7 +94,7 @@ def run(client: str, repeats: int, kernels: int, stall_s: float) -> dict:
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--client", choices=["stock", "course"], default="course",
-                   help="stock: papermill's default engine; course: the batch's engine (course_lib.reproduce)")
+                   help="stock: papermill's default engine; course: the batch's engine (book_tools.reproduce)")
     p.add_argument("--repeats", type=int, default=25, help="executions of the widget cell per kernel")
     p.add_argument("--kernels", type=int, default=4, help="fresh kernels per widget cell")
     p.add_argument("--stall-s", type=float, default=10.0,

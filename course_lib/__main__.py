@@ -22,17 +22,17 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from course_lib import reproduce
+    from book_tools import reproduce
     reproduce.add_arguments(commands.add_parser(
         "reproduce", help="execute the chapter notebooks through papermill and record their times"))
 
-    from course_lib import book_check
+    from book_tools import book_check
     book_check.add_arguments(commands.add_parser(
         "check-book", help="build the book and open every page in headless Chromium; screenshots in --out"))
     book_check.add_link_arguments(commands.add_parser(
         "check-links", help="check every external link of the book (needs the internet)"))
 
-    from course_lib import glossary
+    from book_tools import glossary
     commands.add_parser("sync-glossary", help="rewrite the glossary's back links to the chapters"
                         ).set_defaults(func=glossary.main)
 
@@ -69,8 +69,8 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _sync_setup_cells(args) -> int:
-    from course_lib.colab import sync_setup_cells
-    from course_lib.reproduce import chapter_notebooks
+    from book_tools.colab import sync_setup_cells
+    from book_tools.reproduce import chapter_notebooks
 
     for path in sync_setup_cells(chapter_notebooks()):
         print(f"updated {path.name}")

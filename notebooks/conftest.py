@@ -1,8 +1,8 @@
 """`pytest --nbval notebooks/...` re-executes the notebooks in the conditions of the batch that
-saved their outputs (course_lib.reproduce.BATCH_ENV): the kernels inherit this environment."""
+saved their outputs (book_tools.reproduce.BATCH_ENV): the kernels inherit this environment."""
 
 import os
 
-from course_lib.reproduce import BATCH_ENV
+from book_tools.reproduce import BATCH_ENV
 
 os.environ.update(BATCH_ENV)

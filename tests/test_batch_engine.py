@@ -8,7 +8,7 @@ import time
 
 import pytest
 
-from course_lib import batch_engine, reproduce
+from book_tools import batch_engine, reproduce
 
 
 class LostNotificationSocket:
@@ -103,7 +103,7 @@ def test_the_batch_kernel_uses_the_avx2_kernels_of_every_cpu_library(tmp_path):
 def test_the_test_command_exports_the_batch_environment():
     import subprocess
     import sys
-    printed = subprocess.run([sys.executable, "-m", "course_lib.reproduce", "--print-env"],
+    printed = subprocess.run([sys.executable, "-m", "book_tools.reproduce", "--print-env"],
                              capture_output=True, text=True, check=True).stdout.split()
     assert dict(line.split("=", 1) for line in printed) == reproduce.BATCH_ENV
-    assert "course_lib.reproduce --print-env" in (reproduce.REPO_ROOT / "scripts" / "test.sh").read_text()
+    assert "book_tools.reproduce --print-env" in (reproduce.REPO_ROOT / "scripts" / "test.sh").read_text()

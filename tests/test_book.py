@@ -15,8 +15,8 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course_lib import book_check
-from course_lib.reproduce import chapter_notebooks
+from book_tools import book_check
+from book_tools.reproduce import chapter_notebooks
 
 REPO = Path(__file__).resolve().parents[1]
 ARTIFACTS = REPO / "_build" / "browser-check"
@@ -194,7 +194,7 @@ def test_publishing_workflow_runs_the_readme_commands():
 
 
 def test_each_chapter_states_the_time_the_batch_measured():
-    from course_lib import reproduce
+    from book_tools import reproduce
 
     timings = json.loads(reproduce.TIMINGS_PATH.read_text())
     table = reproduce.TIMES_PAGE.read_text()

@@ -13,7 +13,7 @@ import json
 
 import pytest
 
-from course_lib.reproduce import chapter_notebooks
+from book_tools.reproduce import chapter_notebooks
 
 
 def _exercises(notebook):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 import yaml
 
-from course_lib import colab, reproduce
+from book_tools import colab, reproduce
 
 ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS = reproduce.chapter_notebooks()

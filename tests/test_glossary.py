@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from course_lib import glossary
+from book_tools import glossary
 
 
 def test_every_linked_word_is_a_glossary_term():

@@ -1,4 +1,4 @@
-"""Small fixes to the rendered HTML that the browser check (course_lib.book_check) asks for.
+"""Small fixes to the rendered HTML that the browser check (book_tools.book_check) asks for.
 
 sphinx-thebe and sphinx-togglebutton register their inline configuration scripts twice
 (once with the file name None, once with ''), so every page declared

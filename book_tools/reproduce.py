@@ -10,7 +10,7 @@ off``); it renders what this batch wrote. For each notebook the batch
 3. rewrites the notebook's "Time on a 2-core CPU" line from that measurement,
    so the time a chapter announces is the time it took, never a guess.
 
-Every notebook runs through papermill's engine ``course`` (:mod:`course_lib.batch_engine`),
+Every notebook runs through papermill's engine ``course`` (:mod:`book_tools.batch_engine`),
 whose kernel client cannot miss a reply, with a per-cell time limit: a cell that runs past it
 stops the batch with an error naming the notebook and the cell.
 """
@@ -98,7 +98,7 @@ def execute(notebook: Path, parameters: dict | None = None, output: Path | None 
     import papermill as pm  # the book extra: imported here so `python -m course_lib ppo` runs without it
     from nbclient.exceptions import CellTimeoutError
 
-    from course_lib import batch_engine  # jupyter's kernel machinery: only when a notebook runs
+    from book_tools import batch_engine  # jupyter's kernel machinery: only when a notebook runs
 
     batch_engine.register()
     cell_timeout = cell_timeout or batch_engine.CELL_TIMEOUT_S
