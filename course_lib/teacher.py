@@ -43,7 +43,7 @@ import torch
 from course_lib.env import Episode, fraction_passed
 from course_lib.models import generate
 from course_lib.pretrain import IGNORE_INDEX, Example, drop_leaks, make_batch, task_examples
-from course_lib.rollout import Rollout, distinct_prompts, evaluate_actions, run_gru
+from course_lib.rollout import GRUActor, Rollout, run_gru, written_rollout
 from course_lib.sandbox import task_reports
 
 TEACHER_SOURCES = ("off", "reference", "greedy", "both")
@@ -128,26 +128,17 @@ def teacher_rollout(model, tokenizer, tasks_by_id, programs: list[TeacherProgram
         if not set(row) <= allowed_ids:
             raise ValueError(f"teacher program {p.source} uses tokens outside the action mask; "
                              "the policy could never write it")
-    T = max(len(r) for r in ids)
-    actions = torch.full((len(ids), T), tokenizer.pad_id, dtype=torch.long)
-    mask = torch.zeros(len(ids), T)
-    for i, row in enumerate(ids):
-        actions[i, :len(row)] = torch.tensor(row)
-        mask[i, :len(row)] = 1.0
-    prompts, prompt_index = distinct_prompts(tasks, tokenizer)
-    was_training = model.training
-    model.eval()
-    logprobs, _, values = evaluate_actions(model, prompts, prompt_index, actions, mask, allowed=allowed,
-                                           temperature=temperature)
-    model.train(was_training)
-    lengths = mask.sum(1).long()
-    rewards = torch.zeros(len(ids), T)
-    rewards[torch.arange(len(ids)), lengths - 1] = torch.tensor([p.reward for p in programs])
     episodes = [Episode(task_id=p.task_id, completion=p.completion, actions=row, terminated=True, truncated=False,
                         reward=p.reward, passed=len(t.tests), total=len(t.tests), status="teacher")
                 for p, row, t in zip(programs, ids, tasks)]
-    return Rollout(tasks=tasks, episodes=episodes, prompts=prompts, prompt_index=prompt_index, actions=actions,
-                   logprobs=logprobs, values=values, mask=mask, rewards=rewards, bootstrap=torch.zeros(len(ids)))
+    ro = written_rollout(tokenizer, [t.prompt for t in tasks], ids, rewards=[p.reward for p in programs],
+                         tasks=tasks, episodes=episodes)
+    was_training = model.training
+    model.eval()
+    ro.logprobs, _, ro.values = GRUActor(model, allowed=allowed, temperature=temperature).score(
+        ro, torch.arange(len(ids)))
+    model.train(was_training)
+    return ro
 
 
 def merge_rollouts(a, b, pad_id: int):
