@@ -37,5 +37,6 @@ if __name__ == "__main__":
     if args.output and len(args.methods) != 1:
         parser.error("--output takes one method")
     for method in args.methods:
-        main(method=method, output=args.output or REPO_ROOT / "notebooks" / "data" / f"smollm2_{method}.json",
+        output = args.output.resolve() if args.output else REPO_ROOT / "notebooks" / "data" / f"smollm2_{method}.json"
+        main(method=method, output=output,
              seeds=tuple(args.seeds), start_from=GRPO_RECORD, rl_changes=ONE_PER_PROMPT)
