@@ -7,8 +7,9 @@
                          what `course_lib.lm_policy.LMActor` does
 
 The rollout: 4 HumanEval training problems x 4 samples in the chat style, at most 128 new tokens
-(HumanEval's prompts are long, so the prompt is most of each row). Each way runs in its own process
-(peak memory is per process), scores the same rollout three times and keeps the fastest.
+(HumanEval's prompts are long, so the prompt is most of each row), sampled once and saved. Each way
+runs in its own process (peak memory is per process), scores that rollout three times and keeps the
+fastest.
 
     python benchmarks/scoring_benchmark.py     writes benchmarks/records/scoring_benchmark.json
 """
@@ -33,17 +34,34 @@ WAYS = ("full logits, cache", "full logits", "course")
 THREADS = 2
 
 
-def measure(way: str) -> dict:
+ROLLOUT = REPO_ROOT / "_build" / "scoring_rollout.pt"
+TEMPERATURE = 0.8
+
+
+def sample_rollout() -> None:
     import torch
 
-    from course_lib import llm, llm_rl, lm_policy
+    from course_lib import llm_rl, lm_policy
     from course_lib.tasks import load_humaneval
 
     torch.set_num_threads(THREADS)
     model, tokenizer = lm_policy.load_policy("smollm2-135m-instruct", "cpu", seed=0)
-    config = llm_rl.RLConfig(style="chat", group_size=4, max_new_tokens=128, temperature=0.8)
+    config = llm_rl.RLConfig(style="chat", group_size=4, max_new_tokens=128, temperature=TEMPERATURE)
     ro = llm_rl.rollout(model, tokenizer, load_humaneval("train")[:4], config, seed=0)
-    actor = lm_policy.LMActor(model, tokenizer, config.temperature)
+    ro.tasks, ro.episodes = [], []  # the ids, mask and prompts are all that scoring reads
+    ROLLOUT.parent.mkdir(exist_ok=True)
+    torch.save(ro, ROLLOUT)
+
+
+def measure(way: str) -> dict:
+    import torch
+
+    from course_lib import llm, lm_policy
+
+    torch.set_num_threads(THREADS)
+    model, tokenizer = lm_policy.load_policy("smollm2-135m-instruct", "cpu", seed=0)
+    ro = torch.load(ROLLOUT, weights_only=False)  # our own file, written by sample_rollout
+    actor = lm_policy.LMActor(model, tokenizer, TEMPERATURE)
 
     def score_by_default(ro, rows, use_cache):  # the old way: logits at every position
         batch, P, T = lm_policy.id_batch(ro, rows, actor.pad_id)
@@ -53,7 +71,7 @@ def measure(way: str) -> dict:
         logprobs = torch.log_softmax(logits, -1).gather(-1, batch["input_ids"][:, P:, None]).squeeze(-1)
         return logprobs * ro.mask[rows, :T]
 
-    rows = torch.arange(len(ro.episodes))
+    rows = torch.arange(ro.actions.shape[0])
     times, reference = [], None
     for _ in range(3):
         model.zero_grad()
@@ -74,6 +92,7 @@ def measure(way: str) -> dict:
 def main() -> None:
     from book_tools.reproduce import cpu_model
 
+    sample_rollout()
     rows = []
     for way in WAYS:
         out = subprocess.run([sys.executable, __file__, way], capture_output=True, text=True, check=True,
