@@ -6,12 +6,15 @@
     course               use_cache=False and logits only at the T + 1 positions read (`logits_to_keep`),
                          what `course_lib.lm_policy.LMActor` does
 
-The rollout: 4 HumanEval training problems x 4 samples in the chat style, at most 128 new tokens
-(HumanEval's prompts are long, so the prompt is most of each row), sampled once and saved. Each way
+The rollout: 4 HumanEval training problems x 4 samples in the chat style, at most 128 new tokens,
+sampled once and saved (the record gives the prompt and completion widths). Each way
 runs in its own process (peak memory is per process), scores that rollout three times and keeps the
 fastest.
 
     python benchmarks/scoring_benchmark.py     writes benchmarks/records/scoring_benchmark.json
+
+Measured (the record, 2 cores): 19.2 s and an 11.2 GB peak the course's way, 20.4 s and 11.6 GB with
+the defaults; the peak is the activations the backward pass keeps, not the logits.
 """
 
 from __future__ import annotations
