@@ -16,9 +16,9 @@ its last token), whichever policy wrote it:
                   + value loss + entropy bonus + KL to a reference + whatever extra terms the caller adds
     Trainer       one step in the order of the maths: collect (rollout + reward) -> advantages -> learn -> record
 
-`course_lib.trainer.PPOTrainer` (the GRU) and `course_lib.llm_rl.LMTrainer` (the language model) are
-two Trainers: they say how to collect a rollout and what to log, and share `Trainer.step`, so a
-chapter swaps the policy, never the loop.
+`course_lib.reinforce.ReinforceTrainer` (chapter 5's GRU), `course_lib.trainer.PPOTrainer` (chapters 6-8)
+and `course_lib.llm_rl.LMTrainer` (the language model, chapters 10-11) are Trainers: they say how to
+collect a rollout and what to log, and share `Trainer.step`, so a chapter swaps the policy, never the loop.
 """
 
 from __future__ import annotations
