@@ -176,12 +176,12 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
                         actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
                         reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))
                 for t, g, r, rw in zip(sample_tasks, gens, reports, rewards)]
-    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    actor = LMActor(model, tokenizer, config.temperature, value_head)
     ro = written_rollout(tokenizer, [prompts[g.prompt_index] for g in gens], [g.ids for g in gens], rewards=rewards,
-                         tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p), pad_id=pad)
-    B = len(gens)
+                         tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p),
+                         pad_id=actor.pad_id)
     with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning
-        ro.logprobs, _, values = LMActor(model, tokenizer, config.temperature, value_head).score(ro, torch.arange(B))
+        ro.logprobs, _, values = actor.score(ro, torch.arange(len(gens)))
     if values is not None:
         ro.values = values
     return ro
@@ -268,7 +268,9 @@ class LMTrainer(rl.Trainer):
         step = len(self.history) + 1
         batch = rollout(self.policy, self.tokenizer, chosen, config, seed=config.seed * 100_003 + step,
                         value_head=self.value_head)
-        teacher = [e for t in chosen for e in self.teacher_by_prompt.get(prompt_for(t, config.style, self.tokenizer), [])]
+        teacher = ([e for t in chosen
+                    for e in self.teacher_by_prompt.get(prompt_for(t, config.style, self.tokenizer), [])]
+                   if self.teacher_by_prompt else [])
         own = (best_own_samples(batch, config.group_size, config.style, self.tokenizer)
                if config.method == "teacher-grpo" else [])
         return batch, {"teacher": teacher, "own": own}
@@ -278,6 +280,7 @@ class LMTrainer(rl.Trainer):
         config = self.config
         if config.method != "teacher-grpo":
             return None
+
         def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
             for name, weight, data in (("teacher_sft", config.teacher_sft_weight, ctx["teacher"]),
                                        ("self_sft", config.self_sft_weight, ctx["own"])):
@@ -305,6 +308,32 @@ class LMTrainer(rl.Trainer):
                "seconds": round(time.perf_counter() - ctx["started"], 2)}
         self.history.append(row)
         return row
+
+    def save_state(self, path) -> None:
+        """Everything the next step depends on, in one file (an atomic replace): the adapter, the value head,
+        AdamW's moments, the random generators, the task order and the rows so far."""
+        state = {"config": asdict(self.config), "history": self.history, "order": [task.id for task in self.order],
+                 "trainable": {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad},
+                 "value_head": self.value_head.state_dict() if self.value_head is not None else None,
+                 "optimizer": self.optimizer.state_dict(), "rng": self.task_rng.getstate(),
+                 "learn_rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
+        save_run_state(state, path)
+
+    def load_state(self, path) -> None:
+        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
+        check_same_settings(state["config"], asdict(self.config), path)
+        named = dict(self.model.named_parameters())
+        with torch.no_grad():
+            for name, value in state["trainable"].items():
+                named[name].copy_(value)
+        if self.value_head is not None:
+            self.value_head.load_state_dict(state["value_head"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.task_rng.setstate(state["rng"])
+        self.rng.bit_generator.state = state["learn_rng"]
+        torch.set_rng_state(state["torch_rng"])
+        by_id = {task.id: task for task in self.pool}
+        self.order, self.history = [by_id[i] for i in state["order"]], state["history"]
 
     def _distributed_backward(self, loss: torch.Tensor) -> None:
         self.accelerator.backward(loss)
@@ -335,9 +364,8 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
     config = config or RLConfig()
     config = config.replace(**overrides)  # validated: a bad setting fails here, before any work
     trainer = LMTrainer(model, tokenizer, tasks, config, teacher=teacher, accelerator=accelerator)
-    state = RunState(trainer)
     if resume and state_file is not None and Path(state_file).exists():
-        state.load(state_file)
+        trainer.load_state(state_file)
     last = config.steps if stop_after is None else min(config.steps, stop_after)
     for step in tqdm(range(len(trainer.history) + 1, last + 1), desc=config.method, disable=not progress,
                      unit="step", initial=len(trainer.history), total=config.steps):
@@ -345,41 +373,8 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
         if eval_fn is not None and (step == config.steps or (eval_every and step % eval_every == 0)):
             row.update(eval_fn(trainer.policy))
         if state_file is not None:
-            state.save(state_file)
+            trainer.save_state(state_file)
     return trainer.history
-
-
-class RunState:
-    """What the next step of an `LMTrainer` depends on, saved to and loaded from one file (an atomic replace)."""
-
-    def __init__(self, trainer: LMTrainer):
-        self.trainer = trainer
-
-    def save(self, path) -> None:
-        t = self.trainer
-        state = {"config": asdict(t.config), "history": t.history, "order": [task.id for task in t.order],
-                 "trainable": {n: p.detach().cpu() for n, p in t.model.named_parameters() if p.requires_grad},
-                 "value_head": t.value_head.state_dict() if t.value_head is not None else None,
-                 "optimizer": t.optimizer.state_dict(), "rng": t.task_rng.getstate(),
-                 "learn_rng": t.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
-        save_run_state(state, path)
-
-    def load(self, path) -> None:
-        t = self.trainer
-        state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        check_same_settings(state["config"], asdict(t.config), path)
-        named = dict(t.model.named_parameters())
-        with torch.no_grad():
-            for name, value in state["trainable"].items():
-                named[name].copy_(value)
-        if t.value_head is not None:
-            t.value_head.load_state_dict(state["value_head"])
-        t.optimizer.load_state_dict(state["optimizer"])
-        t.task_rng.setstate(state["rng"])
-        t.rng.bit_generator.state = state["learn_rng"]
-        torch.set_rng_state(state["torch_rng"])
-        by_id = {task.id: task for task in t.pool}
-        t.order, t.history = [by_id[i] for i in state["order"]], state["history"]
 
 
 def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,

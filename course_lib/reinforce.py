@@ -69,7 +69,11 @@ class ReinforceTrainer(rl.Trainer):
         rewards = torch.tensor([e.reward for e in episodes])
         tasks = [t for t in self.tasks for _ in range(n)]
         ro = written_rollout(self.tokenizer, [t.prompt for t in tasks], [e.actions for e in episodes],
-                             rewards=rewards.tolist(), tasks=tasks, episodes=episodes)
+                             rewards=rewards, tasks=tasks, episodes=episodes)
+        if self.baseline == "value":  # the critic's V(s_t), read before learning
+            with torch.no_grad():
+                ro.values = self.actor.score(ro, torch.arange(len(episodes)))[2]
+            return ro, {"rewards": rewards}
         if self.baseline == "mean":
             b = torch.full_like(rewards, float(self.running.value))  # past batches only (0 before the first)
             self.running.update(rewards)
@@ -78,9 +82,6 @@ class ReinforceTrainer(rl.Trainer):
         else:
             b = torch.zeros_like(rewards)
         ro.values = b[:, None] * ro.mask
-        if self.baseline == "value":  # the critic's V(s_t), read before learning
-            with torch.no_grad():
-                ro.values = self.actor.score(ro, torch.arange(len(episodes)))[2]
         return ro, {"rewards": rewards}
 
     def record(self, ro, ctx, adv, returns, logs, epochs_done, early_stop) -> dict:

@@ -181,7 +181,7 @@ class Trainer:
         model             the torch module trained (put in train mode while it learns, eval mode after)
         actor             the `Policy` that scores the rollout's ids for the loss
         loss_settings     `LossSettings`;  optimizer, params (what is clipped and stepped), rng (minibatch order)
-        estimator         "gae", "batch" or "group", with advantage_options (the keywords of `advantages`)
+        estimator         one of ESTIMATORS, with advantage_options (the keywords of `advantages`)
     and it gives
         collect()         1-2. sample episodes from the current policy and score them in the sandbox:
                           the Rollout, and a dict of what the step's other parts need (its context)
