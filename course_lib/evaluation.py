@@ -27,6 +27,7 @@ generated tokens per completion, up to <eos> or the stop (what a length penalty 
 from __future__ import annotations
 
 import ast
+import math
 import os
 import re
 from dataclasses import dataclass
@@ -441,6 +442,22 @@ def seed_verdict(differences: Sequence[float]) -> str:
         return "a loss"
     return "within noise"
 
+
+def sign_test(gained: int, lost: int) -> float:
+    """Two-sided p-value that one model's per-task changes lean one way only by chance (an exact sign test).
+
+    One run, paired by task: of the tasks whose result changed, `gained` now pass and `lost` now fail.
+    If neither model were better, each change would be a coin flip; the p-value is the chance of a
+    split at least this lopsided. Tasks that did not change carry no information and are left out.
+    With 5 gained and 0 lost it is 2 / 2**5 = 0.0625: five coin flips all landing the same way.
+    """
+    if gained < 0 or lost < 0:
+        raise ValueError(f"counts of tasks must be >= 0, got gained={gained}, lost={lost}")
+    n = gained + lost
+    if n == 0:
+        return 1.0
+    tail = sum(math.comb(n, k) for k in range(min(gained, lost) + 1)) / 2 ** n
+    return min(1.0, 2 * tail)
 
 # -----------------------------------------------------------------------------
 # a model by name: `python -m course_lib eval --model NAME`

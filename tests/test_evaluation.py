@@ -273,3 +273,13 @@ def test_a_gain_over_seeds_counts_only_beyond_the_t_interval():
     assert seed_verdict([-0.30, -0.31, -0.29]) == "a loss"
     with pytest.raises(ValueError, match="at least 2"):
         seed_verdict([0.5])
+
+
+def test_sign_test_is_the_exact_binomial_tail_of_the_changed_tasks():
+    from course_lib.evaluation import sign_test
+    assert sign_test(5, 0) == sign_test(0, 5) == 2 / 2 ** 5  # five coin flips the same way, either way
+    assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0  # no change, or a balanced one: no evidence
+    assert abs(sign_test(9, 1) - 2 * 11 / 1024) < 1e-12  # P(<= 1 of 10) = (1 + 10) / 2**10, two-sided
+    assert sign_test(6, 0) < 0.05 < sign_test(5, 0)
+    with pytest.raises(ValueError, match="gained=-1"):
+        sign_test(-1, 2)
