@@ -73,13 +73,35 @@ def tokenizer_texts(tasks) -> list[str]:
 
 
 # -----------------------------------------------------------------------------
+# what both tokenizers share: a JSON file, and a fingerprint of the vocabulary
+
+class _SavedVocabulary:
+    """save / load through the subclass's to_dict / from_dict, and the fingerprint of its `vocab`."""
+
+    json_indent: int | None = None
+
+    def save(self, path) -> None:
+        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=self.json_indent) + "\n",
+                              encoding="utf-8")
+
+    @classmethod
+    def load(cls, path):
+        return cls.from_dict(_read_json(path), str(path))
+
+    def fingerprint(self) -> str:
+        """A short hash of the vocabulary: equal fingerprints mean every id means the same token."""
+        return _fingerprint(self.vocab)
+
+
+# -----------------------------------------------------------------------------
 # characters
 
-class CharTokenizer:
+class CharTokenizer(_SavedVocabulary):
     """One token per character; the vocabulary is the characters seen in the data."""
 
     PAD, BOS, EOS = PAD, BOS, EOS
     pad_id, bos_id, eos_id = 0, 1, 2
+    json_indent = 1
 
     def __init__(self, chars: Iterable[str]):
         chars = set(chars)
@@ -139,18 +161,6 @@ class CharTokenizer:
         vocab = _check_saved(data, "char", where)["vocab"]
         return cls(vocab[len(SPECIAL_TOKENS):])
 
-    def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False, indent=1) + "\n",
-                              encoding="utf-8")
-
-    @classmethod
-    def load(cls, path) -> CharTokenizer:
-        return cls.from_dict(_read_json(path), str(path))
-
-    def fingerprint(self) -> str:
-        """A short hash of the vocabulary: equal fingerprints mean every id means the same token."""
-        return _fingerprint(self.vocab)
-
     def __eq__(self, other) -> bool:
         return type(other) is type(self) and other.vocab == self.vocab
 
@@ -190,7 +200,7 @@ def merge(ids: Sequence[int], pair: tuple[int, int], new_id: int) -> list[int]:
     return out
 
 
-class BPETokenizer:
+class BPETokenizer(_SavedVocabulary):
     """Characters plus learned merges. Token id len(base) + k is the k-th merge."""
 
     def __init__(self, base: CharTokenizer, merges: Sequence[tuple[int, int]] = ()):
@@ -254,16 +264,6 @@ class BPETokenizer:
     def from_dict(cls, data: dict, where: str = "the data") -> BPETokenizer:
         data = _check_saved(data, "bpe", where)
         return cls(CharTokenizer.from_dict(data["base"], where), [tuple(m) for m in data["merges"]])
-
-    def save(self, path) -> None:
-        Path(path).write_text(json.dumps(self.to_dict(), ensure_ascii=False) + "\n", encoding="utf-8")
-
-    @classmethod
-    def load(cls, path) -> BPETokenizer:
-        return cls.from_dict(_read_json(path), str(path))
-
-    def fingerprint(self) -> str:
-        return _fingerprint(self.vocab)
 
     def __eq__(self, other) -> bool:
         return type(other) is type(self) and other.base == self.base and other.merges == self.merges

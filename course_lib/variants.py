@@ -99,6 +99,32 @@ class Variant:
         return self.prompt.split('"""')[1]
 
 
+# Families of functions over a condition: (name, return type, docstring, body) templates. For the numbers
+# of a list: {xs} the list, {y} one number, {phrase} the condition in words, {test} it in code on {y}.
+_LIST_CONDITION_FAMILIES = [
+    ("filter_{name}", "list", "Return the numbers of {xs} that are {phrase}, in their original order.",
+     "return [{y} for {y} in {xs} if {test}]"),
+    ("sum_{name}", "int", "Return the sum of the numbers in {xs} that are {phrase}.",
+     "return sum({y} for {y} in {xs} if {test})"),
+    ("count_{name}", "int", "Return how many numbers in {xs} are {phrase}.", "return sum(1 for {y} in {xs} if {test})"),
+    ("any_{name}", "bool", "Return True if at least one number of {xs} is {phrase}, otherwise False.",
+     "return any({test} for {y} in {xs})"),
+]
+_ONLY_FAMILY = [("only_{name}", "list", "Return the {phrase} numbers of {xs}, in their original order.",
+                 "return [{y} for {y} in {xs} if {test}]")]
+# For the characters of a text: {s} the text, {c} one character, {plural} / {singular} the class, {test} on {c}.
+_CHAR_CLASS_FAMILIES = [
+    ("count_{name}", "int", "Return how many characters of {s} are {plural}.", "return sum(1 for {c} in {s} if {test})"),
+    ("has_{name}", "bool", "Return True if {s} contains at least one {singular}, otherwise False.",
+     "return any({test} for {c} in {s})"),
+    ("all_{name}", "bool", "Return True if every character of {s} is a {singular}, otherwise False.",
+     "return all({test} for {c} in {s})"),
+    ("keep_{name}", "str", "Return the {plural} of {s}, in their original order.",
+     'return "".join({c} for {c} in {s} if {test})'),
+    ("drop_{name}", "str", "Return {s} with every one of its {plural} removed.",
+     'return "".join({c} for {c} in {s} if not {test})'),
+]
+
 _GENERIC_NAMES = ["f", "g", "h", "solve", "compute", "answer", "func", "helper", "calc", "task", "run", "do_it"]
 
 
@@ -133,35 +159,15 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
         v, xs, y = pick(_NUMBER_ARGS), pick(_LIST_ARGS), pick("xyvn")
         out.append(_variant(f"is_{name}", f"{v}: int", "bool", f"Return True if {v} is {phrase}, otherwise False.",
                             f"return {code.format(v=v)}"))
-        filtered = f"{y} for {y} in {xs} if {code.format(v=y)}"
-        out.append(_variant(f"filter_{name}", f"{xs}: list", "list",
-                            f"Return the numbers of {xs} that are {phrase}, in their original order.",
-                            f"return [{filtered}]"))
-        out.append(_variant(f"sum_{name}", f"{xs}: list", "int",
-                            f"Return the sum of the numbers in {xs} that are {phrase}.", f"return sum({filtered})"))
-        out.append(_variant(f"count_{name}", f"{xs}: list", "int",
-                            f"Return how many numbers in {xs} are {phrase}.",
-                            f"return sum(1 for {y} in {xs} if {code.format(v=y)})"))
-        out.append(_variant(f"any_{name}", f"{xs}: list", "bool",
-                            f"Return True if at least one number of {xs} is {phrase}, otherwise False.",
-                            f"return any({code.format(v=y)} for {y} in {xs})"))
-        if " " not in phrase:  # "the even numbers of xs"
-            out.append(_variant(f"only_{name}", f"{xs}: list", "list",
-                                f"Return the {phrase} numbers of {xs}, in their original order.", f"return [{filtered}]"))
+        fill = dict(xs=xs, y=y, phrase=phrase, name=name, test=code.format(v=y))
+        families = _LIST_CONDITION_FAMILIES + (_ONLY_FAMILY if " " not in phrase else [])  # "the even numbers of xs"
+        for fname, ret, doc, body in families:
+            out.append(_variant(fname.format(**fill), f"{xs}: list", ret, doc.format(**fill), body.format(**fill)))
     for plural, singular, code, name in _CHAR_CLASSES:
         s, c = pick(_TEXT_ARGS), pick("cx")
-        out.append(_variant(f"count_{name}", f"{s}: str", "int", f"Return how many characters of {s} are {plural}.",
-                            f"return sum(1 for {c} in {s} if {code.format(c=c)})"))
-        out.append(_variant(f"has_{name}", f"{s}: str", "bool",
-                            f"Return True if {s} contains at least one {singular}, otherwise False.",
-                            f"return any({code.format(c=c)} for {c} in {s})"))
-        out.append(_variant(f"all_{name}", f"{s}: str", "bool",
-                            f"Return True if every character of {s} is a {singular}, otherwise False.",
-                            f"return all({code.format(c=c)} for {c} in {s})"))
-        out.append(_variant(f"keep_{name}", f"{s}: str", "str", f"Return the {plural} of {s}, in their original order.",
-                            f'return "".join({c} for {c} in {s} if {code.format(c=c)})'))
-        out.append(_variant(f"drop_{name}", f"{s}: str", "str", f"Return {s} with every one of its {plural} removed.",
-                            f'return "".join({c} for {c} in {s} if not {code.format(c=c)})'))
+        fill = dict(s=s, c=c, plural=plural, singular=singular, name=name, test=code.format(c=c))
+        for fname, ret, doc, body in _CHAR_CLASS_FAMILIES:
+            out.append(_variant(fname.format(**fill), f"{s}: str", ret, doc.format(**fill), body.format(**fill)))
     for word in _WORDS:
         arg = pick(["name", "who", "person", "friend"])
         out.append(_variant(f"say_{word.lower().replace(' ', '_')}", f"{arg}: str", "str",
