@@ -26,6 +26,7 @@ Importing this module does not import torch.
 
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -52,6 +53,14 @@ def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
     Chapter 7 (`course_lib.rewards`) adds shaped variants with the same signature.
     """
     return float(report.fraction)
+
+
+def reward_of(reward_fn: RewardFn, task: Task, completion: str, report: TestReport, n_tokens: int) -> float:
+    """reward_fn's value for one program. A reward function with a parameter `n_tokens` (chapter 7's
+    `ShapedReward`) is also given the completion's length in tokens, <eos> not counted."""
+    if "n_tokens" in inspect.signature(reward_fn).parameters:
+        return float(reward_fn(task, completion, report, n_tokens=n_tokens))
+    return float(reward_fn(task, completion, report))
 
 
 # -----------------------------------------------------------------------------
@@ -242,7 +251,8 @@ class CodeGenEnv(gym.Env):
             completion = self.completion
             report = run_tests(self.task.program(completion), self.task.tests,
                                timeout=self.timeout, memory_mb=self.memory_mb)
-            reward = float(self.reward_fn(self.task, completion, report))
+            reward = reward_of(self.reward_fn, self.task, completion, report,
+                               n_tokens=self._length - self._prompt_len - int(terminated))
             info.update(completion=completion, passed=report.passed, total=report.total,
                         status=_status_name(report.status), out_of_mask=self._out_of_mask)
         return self._observation(), reward, terminated, truncated, info
@@ -452,7 +462,8 @@ class BatchedCodeGen:
                          terminated=bool(self.terminated[i]), truncated=bool(self.truncated[i]),
                          reward=float("nan"), out_of_mask=int(self.out_of_mask[i]))
             if report is not None:
-                ep.reward = float(self.reward_fn(task, completion, report))
+                ep.reward = reward_of(self.reward_fn, task, completion, report,
+                                     n_tokens=int(self.lengths[i] - self.prompt_lengths[i] - self.terminated[i]))
                 ep.passed, ep.total, ep.status = report.passed, report.total, _status_name(report.status)
             episodes.append(ep)
         return episodes

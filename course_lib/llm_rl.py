@@ -53,6 +53,7 @@ from course_lib.llm_teacher import OfflineTeacher, Teacher, teacher_examples
 from course_lib.lm_policy import LMActor, value_head_for
 from course_lib.pretrain import Example
 from course_lib.progress import tqdm
+from course_lib.rewards import RewardSpec, ShapedReward, token_length_penalty
 from course_lib.rollout import Rollout, written_rollout
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
@@ -141,9 +142,17 @@ def test_reports(tasks: Sequence, texts: Sequence[str], style: str, timeout: flo
     return task_reports(tasks, [answer_code(t, text, style) for t, text in zip(tasks, texts)], timeout=timeout)
 
 
+def lm_reward(length_alpha: float) -> ShapedReward:
+    """The DeepSeek-Coder LoRA-RL report's reward as chapter 7's `ShapedReward` "pass=1,tokens=alpha":
+    1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
+    return ShapedReward(RewardSpec((("pass", 1.0), ("tokens", float(length_alpha)))))
+
+
 def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alpha: float) -> torch.Tensor:
-    """The DeepSeek-Coder LoRA-RL report's reward: 1 if every test passes else 0, minus alpha * (generated tokens / 100)."""
-    return torch.tensor([float(p) - alpha * n / 100 for p, n in zip(passed, n_tokens)])
+    """`lm_reward(alpha)` of outcomes already known (passed or not, length in tokens), as a tensor."""
+    reward = lm_reward(alpha)
+    return torch.tensor([reward.weighted({"pass": float(p), "tokens": token_length_penalty(n_tokens=n)})
+                         for p, n in zip(passed, n_tokens)])
 
 
 # What each method takes from the RL core (course_lib.rl): its advantage estimator, its loss,
@@ -170,8 +179,11 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
                     max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
     sample_tasks = [tasks[g.prompt_index] for g in gens]
-    reports = test_reports(sample_tasks, [g.text for g in gens], config.style, config.timeout)
-    rewards = length_penalised_reward([r.all_passed for r in reports], [g.n_tokens for g in gens], config.length_alpha)
+    codes = [answer_code(t, g.text, config.style) for t, g in zip(sample_tasks, gens)]
+    reports = task_reports(sample_tasks, codes, timeout=config.timeout)
+    reward = lm_reward(config.length_alpha)
+    rewards = torch.tensor([reward(t, code, r, n_tokens=g.n_tokens)
+                            for t, code, r, g in zip(sample_tasks, codes, reports, gens)])
     episodes = [Episode(task_id=t.id, completion=g.completion if config.style == "completion" else g.text,
                         actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
                         reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))

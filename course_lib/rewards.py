@@ -1,8 +1,9 @@
 """Reward shaping: a program's reward as a weighted sum of small terms (chapter 7).
 
 Every term has the environment's reward signature, ``term(task, completion, report) -> float``
-(`report` is the sandbox's `TestReport` for ``task.program(completion)``), and a reward is a
-weighted sum of terms, written as a short spec:
+(`report` is the sandbox's `TestReport` for ``task.program(completion)``); a term that also has a
+parameter ``n_tokens`` is given the completion's length in tokens. A reward is a weighted sum of
+terms, written as a short spec:
 
     reward = ShapedReward("pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1")
     reward(task, completion, report)          # -> 1.0 * pass + 0.5 * fraction + ... - 0.002 * length
@@ -14,6 +15,8 @@ The terms (``TERMS``; `register_term` adds your own):
     syntax        1 if the program compiles AND the function does something with its input
     naive_syntax  1 if the program compiles: the character-level PPO work log's bug, empty code collects it (kept to show the hack)
     length        minus the completion's length in characters (so its weight is the penalty alpha)
+    tokens        minus its length in tokens / 100: with weight alpha, the DeepSeek-Coder LoRA-RL report's
+                  `- alpha * tokens / 100` (the language model's reward, chapter 10: "pass=1,tokens=alpha")
     quality       1 minus 0.5 per problem the syntax tree shows (unused argument, unreachable code);
                   0 for an empty body or a program that does not parse
 
@@ -24,6 +27,7 @@ tree is only parsed (`ast.parse`), never executed.
 from __future__ import annotations
 
 import ast
+import inspect
 import math
 import warnings
 from dataclasses import dataclass
@@ -169,6 +173,17 @@ def length_penalty(task, completion: str, report: TestReport) -> float:
     return 0.0 - len(completion)
 
 
+@register_term("tokens")
+def token_length_penalty(task=None, completion: str = "", report: TestReport | None = None,
+                         n_tokens: int | None = None) -> float:
+    """Minus the completion's length in tokens, per 100 tokens: the length term counted as the
+    DeepSeek-Coder LoRA-RL report counts it. With weight alpha it is its `- alpha * tokens / 100`."""
+    if n_tokens is None:
+        raise RewardSpecError("the 'tokens' term needs the completion's token count: call "
+                              "reward(task, completion, report, n_tokens=...), or use 'length' (characters)")
+    return 0.0 - n_tokens / 100
+
+
 @register_term("quality")
 def code_quality(task, completion: str, report: TestReport) -> float:
     """1 - 0.5 per problem in the syntax tree (unused argument, unreachable code), at least 0;
@@ -253,22 +268,28 @@ class ShapedReward:
         if unknown:
             raise RewardSpecError(f"log_also: unknown term(s) {unknown}; known: {', '.join(self.fns)}")
         self.logged = tuple(dict.fromkeys(self.spec.names + tuple(log_also)))
+        self.counts_tokens = {n for n in self.logged if "n_tokens" in inspect.signature(self.fns[n]).parameters}
         self.history: list[dict[str, float]] = []
 
-    def terms(self, task, completion: str, report: TestReport) -> dict[str, float]:
-        """Every logged term's (unweighted) value for one program."""
+    def terms(self, task, completion: str, report: TestReport, n_tokens: int | None = None) -> dict[str, float]:
+        """Every logged term's (unweighted) value for one program (n_tokens: its length in tokens)."""
         values = {}
         for name in self.logged:
-            value = float(self.fns[name](task, completion, report))
+            extra = {"n_tokens": n_tokens} if name in self.counts_tokens else {}
+            value = float(self.fns[name](task, completion, report, **extra))
             if not math.isfinite(value):
                 raise RewardSpecError(f"reward term {name!r} returned {value} for task {task.id!r}; "
                                       "a term must return a finite number")
             values[name] = value
         return values
 
-    def __call__(self, task, completion: str, report: TestReport) -> float:
-        values = self.terms(task, completion, report)
+    def __call__(self, task, completion: str, report: TestReport, n_tokens: int | None = None) -> float:
+        values = self.terms(task, completion, report, n_tokens)
         self.history.append(values)
+        return self.weighted(values)
+
+    def weighted(self, values: dict[str, float]) -> float:
+        """The reward from the terms' values: sum of weight * value over the spec's terms."""
         return sum(weight * values[name] for name, weight in self.spec.weights)
 
     def drain(self) -> list[dict[str, float]]:

@@ -219,3 +219,18 @@ def test_default_reward_is_fraction_passed():
     class Report:
         fraction = 0.25
     assert fraction_passed(None, "", Report()) == 0.25
+
+
+def test_a_reward_fn_with_n_tokens_is_given_the_length_in_tokens_without_eos(tokenizer):
+    from course_lib.rewards import ShapedReward
+
+    reward = ShapedReward("pass=1,tokens=0.5,length=0.01")  # the length in tokens and in characters
+    env = CodeGenEnv(tokenizer=tokenizer, max_new_tokens=8, reward_fn=reward)
+    env.reset(options={"task_id": "abs_value"})
+    _write(env, "ab")
+    env.step(env.tokenizer.eos_id)  # ended by <eos>: 2 tokens written, <eos> not counted
+    [terms] = reward.drain()
+    assert terms == {"pass": 0.0, "tokens": -0.02, "length": -2.0}  # one character per token: the two agree
+    env.reset(options={"task_id": "abs_value"})
+    _write(env, "abcdefgh")  # cut at max_new_tokens: all 8 count
+    assert reward.drain()[0]["tokens"] == -0.08

@@ -173,3 +173,19 @@ def test_a_registered_term_is_called_by_the_trainer_once_per_episode(monkeypatch
     m = trainer.train()[0]
     assert len(seen) == 8 and "test" not in seen
     assert m["reward_mean"] == 1.0 and m["term_count_me"] == 1.0
+
+
+def test_the_length_penalty_counts_characters_or_tokens(reports):
+    """One penalty, two units: 'length' (characters, chapter 7) and 'tokens' (per 100 tokens, the
+    DeepSeek-Coder LoRA-RL report's, chapter 10). A term with an n_tokens parameter is given the count."""
+    reward = ShapedReward("pass=1,tokens=0.01,length=0.001")
+    solution = PROGRAMS["solution"]
+    value = reward(ABS, solution, reports["solution"], n_tokens=50)
+    assert value == 1.0 + 0.01 * (-50 / 100) + 0.001 * -len(solution)
+    assert reward.drain() == [{"pass": 1.0, "tokens": -0.5, "length": -float(len(solution))}]
+    with pytest.raises(RewardSpecError, match="n_tokens="):
+        reward(ABS, solution, reports["solution"])  # the token count is not known: say how to give it
+    seen = []
+    mine = ShapedReward("mine=1", custom={"mine": lambda task, completion, report, n_tokens: seen.append(n_tokens) or 0.0})
+    mine(ABS, "", reports["empty"], n_tokens=7)
+    assert seen == [7]
