@@ -34,7 +34,6 @@ GRPO's KL term pulls towards the SFT model, and it is zero at step 0.
 
 from __future__ import annotations
 
-import random
 import time
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -54,7 +53,7 @@ from course_lib.lm_policy import LMActor, value_head_for
 from course_lib.pretrain import Example
 from course_lib.progress import tqdm
 from course_lib.rewards import RewardSpec, ShapedReward, token_length_penalty
-from course_lib.rollout import Rollout, written_rollout
+from course_lib.rollout import Rollout, ShuffledPasses, written_rollout
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
@@ -249,7 +248,7 @@ class LMTrainer(rl.Trainer):
                 self.teacher_by_prompt.setdefault(e.prompt, []).append(e)
 
         torch.manual_seed(config.seed)
-        self.task_rng = random.Random(config.seed)  # the order in which the pool's tasks are drawn
+        self.sampler = ShuffledPasses(pool, seed=config.seed)  # the order in which the pool's tasks are drawn
         self.rng = np.random.default_rng(config.seed)  # the order of each epoch's minibatches
         self.optimizer = torch.optim.AdamW(params, lr=config.lr, weight_decay=0.0)
         if accelerator is not None:
@@ -264,19 +263,12 @@ class LMTrainer(rl.Trainer):
         self.loss_settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
                                              value_clip_eps=None, vf_coef=config.vf_coef,
                                              kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm)
-        self.order: list = []          # the tasks still to draw before the pool is shuffled again
         self.history: list[dict] = []  # one row per step
 
     def collect(self) -> tuple[Rollout, dict]:
         """1-2. the step's tasks, group_size samples of each, scored in the sandbox (`rollout`)."""
         config = self.config
-        chosen = []
-        while len(chosen) < min(config.prompts_per_step, len(self.pool)):
-            if not self.order:
-                self.order = self.task_rng.sample(self.pool, len(self.pool))
-            task = self.order.pop()
-            if task not in chosen:
-                chosen.append(task)
+        chosen = self.sampler.draw(config.prompts_per_step)  # distinct tasks; rollout samples group_size of each
         step = len(self.history) + 1
         batch = rollout(self.policy, self.tokenizer, chosen, config, seed=config.seed * 100_003 + step,
                         value_head=self.value_head)
@@ -324,10 +316,10 @@ class LMTrainer(rl.Trainer):
     def save_state(self, path) -> None:
         """Everything the next step depends on, in one file (an atomic replace): the adapter, the value head,
         AdamW's moments, the random generators, the task order and the rows so far."""
-        state = {"config": asdict(self.config), "history": self.history, "order": [task.id for task in self.order],
+        state = {"config": asdict(self.config), "history": self.history, "sampler": self.sampler.state_dict(),
                  "trainable": {n: p.detach().cpu() for n, p in self.model.named_parameters() if p.requires_grad},
                  "value_head": self.value_head.state_dict() if self.value_head is not None else None,
-                 "optimizer": self.optimizer.state_dict(), "rng": self.task_rng.getstate(),
+                 "optimizer": self.optimizer.state_dict(),
                  "learn_rng": self.rng.bit_generator.state, "torch_rng": torch.get_rng_state()}
         save_run_state(state, path)
 
@@ -341,11 +333,10 @@ class LMTrainer(rl.Trainer):
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.task_rng.setstate(state["rng"])
+        self.sampler.load_state_dict(state["sampler"])
         self.rng.bit_generator.state = state["learn_rng"]
         torch.set_rng_state(state["torch_rng"])
-        by_id = {task.id: task for task in self.pool}
-        self.order, self.history = [by_id[i] for i in state["order"]], state["history"]
+        self.history = state["history"]
 
     def _distributed_backward(self, loss: torch.Tensor) -> None:
         self.accelerator.backward(loss)

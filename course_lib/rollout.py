@@ -1,6 +1,8 @@
 """The GRU policy's side of RL (chapters 5-8): which tasks to roll out, sampling episodes, re-reading them.
 
     TaskSampler        draws each update's tasks, leaning towards those not yet solved
+    ShuffledPasses     draws them in shuffled passes over the pool, every task once before any repeats
+                       (the language model's rollouts, chapters 10-11); the same interface as TaskSampler
     collect_rollout    samples B episodes in lockstep and scores them with ONE sandbox batch: a Rollout
     written_rollout    a Rollout of completions written elsewhere (chapter 5's environment episodes)
     evaluate_actions   re-reads a Rollout's tokens with the current weights: log pi(a_t), entropy, V(s_t)
@@ -12,6 +14,7 @@ both build on these; neither imports the other's internals.
 
 from __future__ import annotations
 
+import random
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -82,6 +85,47 @@ class TaskSampler:
     def load_state_dict(self, state: dict) -> None:
         self.rng.bit_generator.state = state["rng"]
         self.pass_rate = dict(state["pass_rate"])
+
+
+class ShuffledPasses:
+    """Draws tasks in shuffled passes over the pool: every task once before any task a second time.
+
+    The sampler of the language model's rollouts (`llm_rl.LMTrainer`), with TaskSampler's interface
+    (draw, observe, state_dict, load_state_dict, drawn); a step's tasks are distinct, so a pass that
+    ends mid-step continues with a freshly shuffled one, skipping the tasks the step already has.
+    """
+
+    def __init__(self, tasks, *, seed: int):
+        self.tasks = list(tasks)
+        if any(t.split == "test" for t in self.tasks):
+            raise ValueError("the task sampler refuses test tasks: they are never trained on")
+        self.rng = random.Random(seed)
+        self.order: list = []  # the rest of the current pass, drawn from the end
+        self.drawn: list[str] = []
+
+    def draw(self, n_tasks: int, per_task: int = 1):
+        """n_tasks distinct tasks (all of them if the pool is smaller), each repeated per_task times."""
+        chosen = []
+        while len(chosen) < min(n_tasks, len(self.tasks)):
+            if not self.order:
+                self.order = self.rng.sample(self.tasks, len(self.tasks))
+            task = self.order.pop()
+            if task not in chosen:
+                chosen.append(task)
+        tasks = [t for t in chosen for _ in range(per_task)]
+        self.drawn += [t.id for t in tasks]
+        return tasks
+
+    def observe(self, episodes) -> None:
+        """Nothing: the passes do not depend on what passed."""
+
+    def state_dict(self) -> dict:
+        return {"rng": self.rng.getstate(), "order": [t.id for t in self.order]}
+
+    def load_state_dict(self, state: dict) -> None:
+        by_id = {t.id: t for t in self.tasks}
+        self.rng.setstate(state["rng"])
+        self.order = [by_id[i] for i in state["order"]]
 
 
 # =====================================================================================

@@ -144,3 +144,24 @@ def test_diagram_box_and_arrow_draw_what_they_say():
     assert drawn.xy == (1.0, 0.5) and drawn.xyann == (1.0, 1.7)  # head at the end, tail at the start
     with pytest.raises(ValueError, match="width and height"):
         box(ax, 0, 0, "empty", w=0)
+
+
+def test_both_task_samplers_refuse_test_tasks_and_resume_where_they_stopped():
+    from course_lib.rollout import ShuffledPasses, TaskSampler
+    from course_lib.tasks import load_tasks
+
+    tasks = load_tasks()
+    pool = [t for t in tasks if t.split in ("train", "val")]
+    for make in (lambda ts: ShuffledPasses(ts, seed=3),
+                 lambda ts: TaskSampler(ts, seed=3, unsolved_weight=1.0, min_weight=0.05)):
+        with pytest.raises(ValueError, match="never trained on"):
+            make(tasks)
+        a, b = make(pool), make(pool)
+        a.draw(5, per_task=2)
+        b.load_state_dict(a.state_dict())
+        assert [t.id for t in a.draw(7)] == [t.id for t in b.draw(7)]
+    passes = ShuffledPasses(pool, seed=0)
+    first = [t.id for _ in range(len(pool) // 4) for t in passes.draw(4)]  # most of one pass, 4 at a time
+    assert len(set(first)) == len(first) == len(pool) // 4 * 4  # no task twice before every task once
+    step = passes.draw(len(pool) + 10)  # more than the pool: every task once
+    assert sorted(t.id for t in step) == sorted(t.id for t in pool)
