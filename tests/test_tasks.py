@@ -1,4 +1,4 @@
-"""Tests for the task set (tasks/*.toml) and its loaders (course_lib/tasks.py).
+"""Tests for the task set (tasks/*.toml) and its loaders (course_lib/tasks/).
 
 Task code is never executed in this process: every program runs in its own
 `python -I` subprocess (see `run_program`), in parallel, once per session.
