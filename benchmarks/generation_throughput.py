@@ -32,13 +32,13 @@ def main() -> None:
     import torch
     import transformers
 
-    from course_lib import evaluation, llm
+    from course_lib import evaluation, model_zoo
     from book_tools.reproduce import cpu_model
     from course_lib.tasks import load_tasks
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
-    model, tokenizer = llm.load_model(MODEL, "cpu")
+    model, tokenizer = model_zoo.load_model(MODEL, "cpu")
     tasks = [t for t in load_tasks() if t.split == "train"][:N_PROMPTS]
     prompts = [evaluation.prompt_for(t, "chat", tokenizer) for t in tasks]
     evaluation.generate(model, tokenizer, prompts[:4], temperature=0.0, max_new_tokens=16, stop_sequences=())  # warm-up

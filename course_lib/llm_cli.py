@@ -20,8 +20,9 @@ import torch
 from course_lib import llm
 from course_lib.config import add_options, from_options
 from course_lib.evaluation import evaluate
-from course_lib.llm import (DEEPSEEK_CODER_1_3B, LORA_TARGETS, SMOLLM2, TINY, add_lora, load_model, parameter_count,
-                            save_adapter, sft, sft_examples, trainable_parameter_count)
+from course_lib.llama import LORA_TARGETS, parameter_count, trainable_parameter_count
+from course_lib.llm import TINY, add_lora, save_adapter, sft, sft_examples
+from course_lib.model_zoo import DEEPSEEK_CODER_1_3B, SMOLLM2, load_model
 from course_lib.llm_rl import RLConfig, rollout_tasks, train_rl
 from course_lib.llm_teacher import HTTPTeacher
 from course_lib.lm_policy import load_policy

@@ -17,7 +17,7 @@ from typing import Sequence
 
 import torch
 
-from course_lib import llm
+from course_lib import llama, llm, model_zoo
 from course_lib.llm import _to
 from course_lib.pretrain import IGNORE_INDEX
 from course_lib.rollout import Rollout
@@ -33,15 +33,15 @@ def load_policy(model_name: str = "tiny", device: str | None = None, *, init_ada
     `with model.disable_adapter():` gives exactly that starting policy: the reference.
     init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
     SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
-    device, dtype: as for `llm.load_model` (dtype None: bfloat16 on a GPU, float32 on a CPU).
+    device, dtype: as for `model_zoo.load_model` (dtype None: bfloat16 on a GPU, float32 on a CPU).
     """
-    model, tokenizer = llm.load_model(model_name, device, dtype=dtype)
+    model, tokenizer = model_zoo.load_model(model_name, device, dtype=dtype)
     if init_adapter is not None:
         if not (Path(init_adapter) / "adapter_config.json").exists():
             raise FileNotFoundError(f"{init_adapter} holds no adapter (no adapter_config.json); pass a folder "
                                     "written by llm.save_adapter, e.g. notebooks/checkpoints/tiny_coder_sft")
         model = llm.load_adapter(model, init_adapter).merge_and_unload()
-    model = llm.add_lora(model, rank=rank, alpha=alpha, targets=targets or llm.LORA_TARGETS, seed=seed)
+    model = llm.add_lora(model, rank=rank, alpha=alpha, targets=targets or llama.LORA_TARGETS, seed=seed)
     return model, tokenizer
 
 

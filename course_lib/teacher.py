@@ -40,7 +40,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from course_lib.env import Episode, fraction_passed
+from course_lib.env import Episode, fraction_passed, reward_of
 from course_lib.models import generate
 from course_lib.pretrain import IGNORE_INDEX, Example, drop_leaks, make_batch, task_examples
 from course_lib.rollout import GRUActor, Rollout, run_gru, written_rollout
@@ -100,7 +100,8 @@ def teacher_pool(source: str, tasks, *, model=None, tokenizer=None, allowed_ids=
     for i, e, r in zip(ids, candidates, reports):
         if r.all_passed and (i, e.target) not in seen:  # a greedy program equal to the reference: once
             seen.add((i, e.target))
-            pool.append(TeacherProgram(i, e.target, float(reward_fn(by_id[i], e.target, r)), e.source))
+            n_tokens = len(tokenizer.encode(e.target)) if tokenizer is not None else None  # <eos> not counted
+            pool.append(TeacherProgram(i, e.target, reward_of(reward_fn, by_id[i], e.target, r, n_tokens), e.source))
     return pool
 
 

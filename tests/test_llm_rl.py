@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from types import SimpleNamespace  # noqa: E402
 
-from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, pg, ppo, rl, sandbox  # noqa: E402
+from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, model_zoo, pg, ppo, rl, sandbox  # noqa: E402
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.pretrain import Example  # noqa: E402
 
@@ -29,7 +29,7 @@ from course_lib.pretrain import Example  # noqa: E402
 @pytest.fixture(scope="module")
 def sft_adapter(small_dir, tmp_path_factory, tasks):
     """A few SFT steps, so that a starting adapter exists to merge (as chapter 9's tiny_coder_sft)."""
-    model, tokenizer = llm.load_model(str(small_dir), "cpu")
+    model, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     model = llm.add_lora(model, seed=0)
     llm.sft(model, tokenizer, llm.sft_examples([t for t in tasks if t.split == "train"]), steps=3, batch_size=4,
             progress=False)
@@ -85,7 +85,7 @@ def test_reinforce_loss_by_hand():
 
 
 def test_token_logprobs_score_only_the_completion(small_dir):
-    model, tokenizer = llm.load_model(str(small_dir), "cpu")
+    model, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     batch = llm.sft_batch(tokenizer, [Example("def f(x):\n", "    return x\n", ""), Example("def g():\n", "    pass\n", "")])
     logprobs, mask = lm_policy.token_logprobs(model, batch)
     _, n_prompt = llm.encode_example(tokenizer, "def f(x):\n", "    return x\n")
@@ -107,7 +107,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
         new, mask = lm_policy.token_logprobs(model, batch)
         with model.disable_adapter():
             ref, _ = lm_policy.token_logprobs(model, batch)
-        sft_model = llm.load_adapter(llm.load_model(str(small_dir), "cpu")[0], sft_adapter)
+        sft_model = llm.load_adapter(model_zoo.load_model(str(small_dir), "cpu")[0], sft_adapter)
         sft_logprobs, _ = lm_policy.token_logprobs(sft_model, batch)
     assert torch.allclose(ref, sft_logprobs, atol=1e-5)  # the reference is the SFT model (merged)
     _, stats = ppo.ppo_loss(new, new, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
@@ -216,7 +216,7 @@ def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tas
     monkeypatch.setattr(evaluation, "generate", lambda m, tok, prompts, *, n_samples=1, temperature=0.0, **kw: [
         evaluation.Generation(0, right if (j % 2 == 0 or temperature == 0) else wrong, "", 10, "eos")
         for j in range(n_samples if temperature > 0 else 1)])
-    _, tokenizer = llm.load_model(str(small_dir), "cpu")
+    _, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     tokenizer.chat_template = CHAT_TEMPLATE
     result = evaluation.evaluate(None, tokenizer, [task], n_samples=10, style="chat", ks=(1,))
     assert result["train_greedy_pass@1"] == 1.0 and result["train_pass_rate"] == 0.5
