@@ -11,12 +11,15 @@ greedy pass@1 on the course's train / val / test splits and on HumanEval's 33 te
 trained on), and pass@1 estimated from N_SAMPLES samples per task on the course's test split and
 HumanEval's test problems; the start also on all 164 HumanEval problems.
 
-    python benchmarks/smollm2_gpu_long.py --output notebooks/data/smollm2_gpu_long.json [--train-seconds 300]
+    python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir notebooks/data/smollm2_gpu_long_adapter
+        writes notebooks/data/smollm2_gpu_long.json (--output) and the adapter; --train-seconds 300 by default
 
 Every number in its record was made on the device the record names (`device`, `machine`); a CPU run of
 it is possible (--device cpu) but takes hours. It writes the record after the start's evaluation, after
 every RL_STEPS_BETWEEN_WRITES steps and at the end, and saves the trained LoRA adapter beside it
-(`--adapter-dir`), which a CPU can load to check the trained model's answers.
+(`--adapter-dir`), which a CPU can load to check the trained model's answers. The record's `rl.steps`
+is the cap (MAX_STEPS); the trained row's `steps_done` says how many ran. The time budget is checked
+before each step, so training can run one step past it.
 """
 
 from __future__ import annotations
@@ -53,23 +56,24 @@ def machine(device) -> str:
     return f"cpu ({cpu})"
 
 
-def measure(model, tokenizer, tasks, humaneval_test, seed: int, humaneval_all=None) -> dict:
+def measure(model, tokenizer, tasks, humaneval_test, seed: int, greedy_opts=GREEDY, sampled_opts=SAMPLED,
+            humaneval_all=None) -> dict:
     """Greedy pass@1 on every course split and HumanEval test; pass@1 from N_SAMPLES samples on the
     never-trained sets (and on all 164 HumanEval problems when humaneval_all is given)."""
     from course_lib.evaluation import evaluate
 
-    greedy = evaluate(model, tokenizer, tasks, seed=seed, **GREEDY)
+    greedy = evaluate(model, tokenizer, tasks, seed=seed, **greedy_opts)
     course_test = [t for t in tasks if t.split == "test"]
-    sampled = evaluate(model, tokenizer, course_test, seed=seed, **SAMPLED)
+    sampled = evaluate(model, tokenizer, course_test, seed=seed, **sampled_opts)
     out = summarise(greedy, sampled)
     out["test_pass@1_from_samples"] = out.pop("test_pass_rate")
-    he = evaluate(model, tokenizer, humaneval_test, seed=seed, **{**SAMPLED, "greedy": True})
+    he = evaluate(model, tokenizer, humaneval_test, seed=seed, **{**sampled_opts, "greedy": True})
     out.update({"humaneval_test_greedy_pass@1": he["test_greedy_pass@1"],
                 "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in he["per_task"]),
                 "humaneval_test_pass@1_from_samples": he["test_pass_rate"],
                 "humaneval_test_tasks": len(he["per_task"])})
     if humaneval_all is not None:
-        full = evaluate(model, tokenizer, humaneval_all, seed=seed, **{**SAMPLED, "greedy": True})
+        full = evaluate(model, tokenizer, humaneval_all, seed=seed, **{**sampled_opts, "greedy": True})
         rows = full["per_task"]
         out.update({"humaneval164_greedy_passed": sum(r["greedy_passed"] for r in rows),
                     "humaneval164_greedy_pass@1": round(sum(r["greedy_passed"] for r in rows) / len(rows), 4),
@@ -79,16 +83,17 @@ def measure(model, tokenizer, tasks, humaneval_test, seed: int, humaneval_all=No
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_long.json")
-    p.add_argument("--adapter-dir", type=Path, default=None, help="where the trained LoRA adapter is saved")
-    p.add_argument("--model", default=MODEL, help=f"a model name or folder (model_zoo.load_model) [{MODEL}]")
-    p.add_argument("--device", default="auto", help="cuda, cpu or auto [auto]")
-    p.add_argument("--train-seconds", type=float, default=300.0, help="stop RL after this much training time")
-    p.add_argument("--steps", type=int, default=MAX_STEPS, help=f"at most this many RL steps [{MAX_STEPS}]")
-    p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--quick", action="store_true", help="a smoke test: 2 tasks per set, 2 short steps")
-    args = p.parse_args()
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: it reads it then
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_long.json")
+    parser.add_argument("--adapter-dir", type=Path, default=None, help="where the trained LoRA adapter is saved")
+    parser.add_argument("--model", default=MODEL, help=f"a model name or folder (model_zoo.load_model) [{MODEL}]")
+    parser.add_argument("--device", default="auto", help="cuda, cpu or auto [auto]")
+    parser.add_argument("--train-seconds", type=float, default=300.0, help="stop RL after this much training time")
+    parser.add_argument("--steps", type=int, default=MAX_STEPS, help=f"at most this many RL steps [{MAX_STEPS}]")
+    parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--quick", action="store_true", help="a smoke test: 2 tasks per set, 2 short steps")
+    args = parser.parse_args()
 
     import torch
     import transformers
@@ -98,18 +103,17 @@ def main() -> None:
     from course_lib.sandbox import isolation_level, run_tests
     from course_lib.tasks import load_humaneval, load_tasks
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
     wall = time.perf_counter()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks, he_test, he_all = load_tasks(), load_humaneval("test"), load_humaneval()
-    rl = dict(RL_LONG, steps=args.steps)
+    rl, greedy, sampled = dict(RL_LONG, steps=args.steps), dict(GREEDY), dict(SAMPLED)
     if args.quick:
         tasks = [t for s in ("train", "val", "test") for t in [t for t in tasks if t.split == s][:2]]
         he_test, he_all = he_test[:2], he_all[:3]
         rl.update(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16)
-        GREEDY["max_new_tokens"] = SAMPLED["max_new_tokens"] = 16
-        SAMPLED["n_samples"] = 2
+        greedy["max_new_tokens"] = sampled["max_new_tokens"] = 16
+        sampled["n_samples"] = 2
     start = time.perf_counter()
     # fresh LoRA: the start; float32 on every device, as in the CPU records (up to the kernels' rounding)
     model, tokenizer = lm_policy.load_policy(args.model, args.device, seed=args.seed, dtype=torch.float32, **LORA)
@@ -118,7 +122,7 @@ def main() -> None:
     print(f"{args.model} on {device} in {load_seconds:.1f} s; sandbox isolation: {isolation_level()}", flush=True)
     record = {"script": "benchmarks/smollm2_gpu_long.py", "model": args.model,
               "parameters": sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n),
-              "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA, "seed": args.seed,
+              "rl": rl, "greedy": greedy, "sampled": sampled, "lora": LORA, "seed": args.seed,
               "rollout_pool": "course train + val, and HumanEval's 131 training problems",
               "train_seconds_budget": args.train_seconds,
               "device": str(device), "machine": machine(device), "torch": torch.__version__,
@@ -132,7 +136,7 @@ def main() -> None:
 
     start = time.perf_counter()
     model.eval()
-    row = {"model": "start", **measure(model, tokenizer, tasks, he_test, args.seed, he_all),
+    row = {"model": "start", **measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled, he_all),
            "seconds": round(time.perf_counter() - start, 1)}
     record["runs"].append(row)
     print({k: v for k, v in row.items() if "@1" in k or k == "seconds"}, flush=True)
@@ -157,7 +161,7 @@ def main() -> None:
         model.save_pretrained(args.adapter_dir)
     start = time.perf_counter()
     model.eval()
-    row = {"model": "grpo-long", "steps_done": len(curve), **measure(model, tokenizer, tasks, he_test, args.seed),
+    row = {"model": "grpo-long", "steps_done": len(curve), **measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled),
            "curve": curve, "train_seconds": round(train_seconds, 1),
            "eval_seconds": round(time.perf_counter() - start, 1)}
     record["runs"].append(row)

@@ -262,7 +262,7 @@ def test_extract_function_of_a_cut_off_or_empty_answer():
 
 
 def test_a_gain_over_seeds_counts_only_beyond_the_t_interval():
-    from course_lib.evaluation import mean_se, seed_verdict, t_factor
+    from course_lib.stats import mean_se, seed_verdict, t_factor
     assert t_factor(3) == 4.303 and t_factor(10) == 2.262 and t_factor(100) == 1.96
     assert t_factor(18) == t_factor(16)  # between rows: the wider interval of the smaller n
     m, se = mean_se([0.1, 0.2, 0.3])
@@ -276,7 +276,7 @@ def test_a_gain_over_seeds_counts_only_beyond_the_t_interval():
 
 
 def test_sign_test_is_the_exact_binomial_tail_of_the_changed_tasks():
-    from course_lib.evaluation import sign_test
+    from course_lib.stats import sign_test
     assert sign_test(5, 0) == sign_test(0, 5) == 2 / 2 ** 5  # five coin flips the same way, either way
     assert sign_test(0, 0) == 1.0 and sign_test(3, 3) == 1.0  # no change, or a balanced one: no evidence
     assert abs(sign_test(9, 1) - 2 * 11 / 1024) < 1e-12  # P(<= 1 of 10) = (1 + 10) / 2**10, two-sided

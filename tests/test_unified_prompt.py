@@ -80,7 +80,7 @@ def rows(split, cs, n=10):
 
 
 def test_pass_rate_with_se():
-    from course_lib.evaluation import pass_rate_with_se
+    from course_lib.stats import pass_rate_with_se
 
     rate, se = pass_rate_with_se(rows("val", [0, 10]) + rows("test", [5, 5]), "val")
     assert rate == pytest.approx(0.5) and se == pytest.approx(0.5)  # std 0.707 / sqrt(2)
@@ -90,7 +90,7 @@ def test_pass_rate_with_se():
 
 
 def test_compare_pass_rates_is_paired_and_needs_two_standard_errors():
-    from course_lib.evaluation import compare_pass_rates
+    from course_lib.stats import compare_pass_rates
 
     before = rows("val", [0, 2, 5, 9, 1])
     same_shift = rows("val", [1, 3, 6, 10, 2])  # +0.1 on every task: tiny, but perfectly consistent
