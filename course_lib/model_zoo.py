@@ -118,7 +118,7 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
     if model_name == TINY and not (Path(path) / "config.json").exists():
         if not pretrain_if_missing:
             raise FileNotFoundError(f"the tiny coder is not at {path}; run notebooks/09_transformers_and_lora.ipynb "
-                                    "or course_lib.llm.llm.pretrain_tiny_coder(out_dir) first")
+                                    "or course_lib.llm.pretrain_tiny_coder(out_dir) first")
         print(f"the tiny coder is not at {path} yet: pretraining it (about a minute on a CPU)")
         llm.pretrain_tiny_coder(path, progress=False)
     looks_local = os.path.isdir(path) or path.startswith((".", "/", "~"))
