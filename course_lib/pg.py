@@ -228,7 +228,7 @@ def grad_variance(loss_fn: Callable[[int], torch.Tensor], params: Sequence[torch
 
 def gru_policy(model, tokenizer, *, temperature: float = 1.0, greedy: bool = False,
                generator: torch.Generator | None = None):
-    """A `course_lib.env.Policy` that samples each next token from the GRU.
+    """A `course_lib.batched_env.Policy` that samples each next token from the GRU.
 
     It reads the prompts once (prefill) on the first step of a batch, then feeds
     only the last written token (the GRU carries the rest in its hidden state), and

@@ -4,7 +4,7 @@ One update, in the order of the maths (`rl.Trainer.step`, the step PPO takes in 
 language model in chapter 10):
 
     1. SAMPLE    samples_per_task episodes of every task from the current policy, in the environment
-                 (`env.rollout_batch` with `pg.gru_policy`); the sandbox scores each program: R
+                 (`batched_env.rollout_batch` with `pg.gru_policy`); the sandbox scores each program: R
     2. BASELINE  b(s_t), which never depends on the episode's own tokens: 0, a running mean of earlier
                  batches, the mean of the other samples of the same task, or the critic's V(s_t)
     3. ADVANTAGE R - b(s_t) on every token (`rl.advantages(ro, "baseline")`)
@@ -18,7 +18,8 @@ import numpy as np
 import torch
 
 from course_lib import rl
-from course_lib.env import course_alphabet, fraction_passed, rollout_batch
+from course_lib.batched_env import rollout_batch
+from course_lib.env import course_alphabet, fraction_passed
 from course_lib.models import next_token_mask
 from course_lib.pg import RunningMeanBaseline, gru_policy, leave_one_out_baseline
 from course_lib.progress import tqdm

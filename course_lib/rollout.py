@@ -22,7 +22,8 @@ import numpy as np
 import torch
 from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
-from course_lib.env import BatchedCodeGen, fraction_passed
+from course_lib.batched_env import BatchedCodeGen
+from course_lib.env import fraction_passed
 
 # =====================================================================================
 # Which tasks are rolled out: a sampler that leans towards the tasks not yet solved

@@ -9,8 +9,8 @@ from gymnasium.utils.env_checker import check_env
 
 import course_lib
 import course_lib.env
-from course_lib.env import (ENV_ID, BatchedCodeGen, CodeGenEnv, action_alphabet, fraction_passed,
-                            pass_rate, random_policy, rollout_batch, run_episode, template_policy)
+from course_lib.batched_env import BatchedCodeGen, random_policy, rollout_batch, run_episode, template_policy
+from course_lib.env import ENV_ID, CodeGenEnv, action_alphabet, fraction_passed, pass_rate
 from course_lib.tasks import Task, load_tasks
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 

@@ -103,7 +103,7 @@ def test_sequence_logprobs_match_step_by_step_decoding_and_ignore_padding():
 
 
 def test_gru_policy_writes_through_the_environment_within_the_mask():
-    from course_lib.env import rollout_batch
+    from course_lib.batched_env import rollout_batch
     from course_lib.models import GRUConfig, GRUPolicy
     from course_lib.tasks import load_tasks
     from course_lib.tokenizers import course_tokenizer
