@@ -12,7 +12,7 @@ cloning on the train solutions, self-imitation of passing programs):
                and self-imitation alone, the same updates and samples; what PPO itself adds is
                explore minus no_ppo
 
-Each run is `course_lib.trainer.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
+Each run is `course_lib.ppo_run.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
 summary (mean and sample standard deviation over the seeds of every greedy pass rate, run seconds)
 goes to OUT/summary.json and notebooks/data/explore_ablation.json. Two runs at a time, one torch
 thread each: run seconds include that sharing of the 2 cores.

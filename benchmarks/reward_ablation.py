@@ -90,7 +90,7 @@ def main() -> int:
     from course_lib.env import action_alphabet
     from course_lib.tasks import load_tasks
     from course_lib.pretrain import evaluate_policy
-    from course_lib.trainer import read_metrics
+    from course_lib.ppo_run import read_metrics
 
     torch.set_num_threads(1)
     started = time.perf_counter()

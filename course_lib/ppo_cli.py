@@ -19,7 +19,8 @@ from course_lib.checkpoints import CheckpointFormatError, CheckpointMismatchErro
 from course_lib.config import ConfigError, add_options, from_options
 from course_lib.ppo_config import PPOConfig
 from course_lib.tasks import TaskFormatError, load_tasks
-from course_lib.trainer import CONFIG_FILE, EVAL_FILE, evaluate_checkpoint, run
+from course_lib.ppo_run import evaluate_checkpoint, run
+from course_lib.trainer import CONFIG_FILE, EVAL_FILE
 
 
 def add_arguments(parser) -> None:

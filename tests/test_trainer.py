@@ -8,12 +8,14 @@ import pytest
 import torch
 
 from course_lib import ppo_cli
+from course_lib import ppo_run
 from course_lib import trainer as tr
 from course_lib.__main__ import main
 from course_lib.checkpoints import save_checkpoint
 from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler, run
+from course_lib.ppo_run import run
+from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler
 from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 # A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
@@ -37,10 +39,10 @@ def test_resume_gives_the_same_metrics_as_an_uninterrupted_run(finished_run, tmp
     full_dir, full_result = finished_run
     config = PPOConfig(**TINY)
     assert run(config, tmp_path, stop_after=2, progress=False, log=lambda *a: None) is None  # "interrupted"
-    assert len(tr.read_metrics(tmp_path)) == 2 and (tmp_path / tr.STATE_FILE).exists()
+    assert len(ppo_run.read_metrics(tmp_path)) == 2 and (tmp_path / tr.STATE_FILE).exists()
     resumed = run(config, tmp_path, resume=True, progress=False, log=lambda *a: None)
 
-    assert without_timings(tr.read_metrics(tmp_path)) == without_timings(tr.read_metrics(full_dir))
+    assert without_timings(ppo_run.read_metrics(tmp_path)) == without_timings(ppo_run.read_metrics(full_dir))
     drop = {"wall_seconds", "pretrain_seconds"}
     assert {k: v for k, v in resumed.items() if k not in drop} == {k: v for k, v in full_result.items() if k not in drop}
     a = torch.load(full_dir / tr.POLICY_FILE, weights_only=True)["state_dict"]
@@ -68,7 +70,7 @@ def test_eval_json_has_every_promised_field(finished_run):
     assert len(ids) == len(set(ids)) == 76
     assert {row["split"] for row in result["per_task"]} == {"train", "val", "test"}
     assert set(result["per_task"][0]) >= {"id", "split", "novelty", "passed", "status", "completion"}
-    metrics = tr.read_metrics(out)
+    metrics = ppo_run.read_metrics(out)
     assert [m["update"] for m in metrics] == [0, 1, 2, 3]
     for key in ("reward_mean", "approx_kl", "clip_frac", "explained_variance", "entropy", "ratio_mean",
                 "ratio_std", "value_loss", "policy_loss", "lr", "wall_s", "train_pass_rate_sampled",

@@ -7,10 +7,12 @@ from pathlib import Path
 
 import pytest
 
+from course_lib import ppo_run
 from course_lib import trainer as tr
 from course_lib.__main__ import main
 from course_lib.tasks import TaskFormatError, load_task_records, load_tasks, parse_field_map, read_records
-from course_lib.trainer import PPOConfig, run
+from course_lib.ppo_run import run
+from course_lib.trainer import PPOConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIELDS = "prompt=question,solution=answer,tests=checks,id=name,entry_point=entry,split=part"
@@ -100,13 +102,13 @@ def test_kept_checkpoints_and_resume_from_the_latest(tmp_path):
     assert run(config, cut, stop_after=3, progress=False, log=quiet) is None
     (cut / tr.STATE_FILE).write_bytes(b"truncated by a crash")  # the newest state is unreadable
     (cut / tr.CHECKPOINT_DIR / "update_0003.pt").unlink()          # and so is the newest kept copy
-    assert tr.latest_state(cut) == cut / tr.CHECKPOINT_DIR / "update_0002.pt"
+    assert ppo_run.latest_state(cut) == cut / tr.CHECKPOINT_DIR / "update_0002.pt"
     said = []
     run(config, cut, resume=True, progress=False, log=said.append)
     assert any("update_0002.pt" in line for line in said)
-    strip = [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in tr.read_metrics(cut)]
-    assert strip == [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in tr.read_metrics(full)]
-    assert tr.latest_state(tmp_path / "nothing") is None
+    strip = [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in ppo_run.read_metrics(cut)]
+    assert strip == [{k: v for k, v in m.items() if k not in tr.TIMING_KEYS} for m in ppo_run.read_metrics(full)]
+    assert ppo_run.latest_state(tmp_path / "nothing") is None
 
 
 def test_training_plot_is_written_at_the_end(tmp_path):

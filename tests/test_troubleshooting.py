@@ -8,7 +8,8 @@ import torch
 from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
 from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, run
+from course_lib.ppo_run import run
+from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
 from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 
