@@ -91,6 +91,8 @@ class RLConfig(Config):
     splits: tuple = option(ROLLOUT_SPLITS, "whose tests give the rewards (train, val; never test)")
     timeout: float = option(2.0, "sandbox seconds per program")
     clip_norm: float = option(1.0, "gradient-norm clip")
+    micro_batch_size: int | None = option(None, "rows scored and back-propagated at once in the update (less memory, "
+                                                "the same update: gradients accumulate); none: all of a step's rows", int)
     seed: int = option(0, "seed of the task order, the sampling and the minibatch order")
 
     def validate(self) -> None:
@@ -106,6 +108,8 @@ class RLConfig(Config):
         for name in ("length_alpha", "min_std", "vf_coef", "kl_coef", "teacher_sft_weight", "self_sft_weight"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        require(self.micro_batch_size is None or self.micro_batch_size >= 1,
+                f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
         self.splits = tuple(self.splits)
         bad = [s for s in self.splits if s not in ROLLOUT_SPLITS]
         require(not bad and self.splits, f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
@@ -262,7 +266,8 @@ class LMTrainer(rl.Trainer):
                                       normalise=config.method != "reinforce", min_std=config.min_std)
         self.loss_settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
                                              value_clip_eps=None, vf_coef=config.vf_coef,
-                                             kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm)
+                                             kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm,
+                                             micro_batch_size=config.micro_batch_size)
         self.history: list[dict] = []  # one row per step
 
     def collect(self) -> tuple[Rollout, dict]:

@@ -98,6 +98,8 @@ class LossSettings:
     loss: str = "clip"                  # "clip": PPO's clipped surrogate; "reinforce": -A * log pi(episode)
     epochs: int = 2                     # passes over the rollout ("reinforce": 1, since the data is on-policy once)
     minibatch_size: int | None = None   # episodes per gradient step; None: all of them
+    micro_batch_size: int | None = None  # episodes scored and back-propagated at once within a minibatch (less
+                                        # memory, the same step: gradients accumulate); None: the whole minibatch
     clip_eps: float = 0.2               # PPO's ratio clip
     critic: bool = False                # train the policy's value head on the returns
     value_clip_eps: float | None = 0.2  # clip the critic's move around the rollout's values; None: unclipped
@@ -113,6 +115,11 @@ class LossSettings:
             raise ValueError(f"unknown loss {self.loss!r}; choose one of {LOSSES}")
         if self.epochs < 1:
             raise ValueError(f"epochs must be at least 1, got {self.epochs}")
+        if self.micro_batch_size is not None and self.micro_batch_size < 1:
+            raise ValueError(f"micro_batch_size must be at least 1 (or None: no accumulation), got {self.micro_batch_size}")
+        if self.micro_batch_size is not None and self.loss == "reinforce" and self.critic:
+            raise ValueError("micro_batch_size: REINFORCE's loss averages over episodes and its critic's over tokens, so "
+                             "the micro-batches could not be weighted exactly; leave micro_batch_size=None")
 
 
 def rl_loss(new_logprobs, entropy, new_values, ro: Rollout, rows, adv, returns, ref_logprobs, s: LossSettings):
@@ -146,6 +153,7 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
     sorted). add_terms(loss, diagnostics) -> the loss with extra terms added (behaviour cloning,
     self-imitation, SFT on a teacher's answers), writing their diagnostics; backward(loss) replaces loss.backward()
     (a multi-process run averages gradients there). The epochs stop early when approx-KL > target_kl.
+    With s.micro_batch_size, a minibatch's gradient is accumulated over micro-batches (`accumulate`).
     """
     B = ro.actions.shape[0]
     size = s.minibatch_size or B
@@ -154,20 +162,58 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
         order = rng.permutation(B)
         for start in range(0, B, size):
             rows = torch.as_tensor(np.sort(order[start:start + size]))
-            new_logprobs, entropy, new_values = policy.score(ro, rows)
-            ref_logprobs = policy.reference_logprobs(ro, rows) if s.kl_coef > 0 else None
-            loss, mb = rl_loss(new_logprobs, entropy, new_values, ro, rows, adv, returns, ref_logprobs, s)
-            loss = s.scale * loss
-            if add_terms is not None:
-                loss = add_terms(loss, mb)
             optimizer.zero_grad()
-            (backward or torch.Tensor.backward)(loss)
+            if s.micro_batch_size and s.micro_batch_size < len(rows):
+                mb = accumulate(policy, ro, rows, adv, returns, s, add_terms=add_terms, backward=backward)
+            else:
+                new_logprobs, entropy, new_values = policy.score(ro, rows)
+                ref_logprobs = policy.reference_logprobs(ro, rows) if s.kl_coef > 0 else None
+                loss, mb = rl_loss(new_logprobs, entropy, new_values, ro, rows, adv, returns, ref_logprobs, s)
+                loss = s.scale * loss
+                if add_terms is not None:
+                    loss = add_terms(loss, mb)
+                (backward or torch.Tensor.backward)(loss)
             mb["grad_norm"] = float(torch.nn.utils.clip_grad_norm_(params, s.max_grad_norm))
             optimizer.step()
             logs.append(mb)
             if s.target_kl is not None and mb.get("approx_kl", 0.0) > s.target_kl:
                 return logs, epoch, True  # the policy moved too far from the one that collected the data
     return logs, epoch + 1, False
+
+
+def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s: LossSettings, *,
+               add_terms=None, backward=None) -> dict:
+    """One minibatch's gradient, summed over micro-batches of s.micro_batch_size episodes: the same gradient
+    as one pass over all rows, with the activations of one micro-batch in memory at a time.
+
+    Each loss is a mean, so each micro-batch's loss is weighted by its share of what the mean counts:
+    tokens for the clipped surrogate (its value, entropy and KL terms are token means too), episodes for
+    REINFORCE's. The extra terms (add_terms) are added once. The diagnostics are the weighted means.
+    """
+    parts = rows.split(s.micro_batch_size)
+    if s.loss == "reinforce":
+        shares = [len(p) / len(rows) for p in parts]
+    else:
+        tokens = ro.mask[rows].sum()
+        shares = [float(ro.mask[p].sum() / tokens.clamp(min=1)) for p in parts]
+    run_backward = backward or torch.Tensor.backward
+    mb: dict = {}
+    for part, share in zip(parts, shares):
+        new_logprobs, entropy, new_values = policy.score(ro, part)
+        ref_logprobs = policy.reference_logprobs(ro, part) if s.kl_coef > 0 else None
+        loss, part_stats = rl_loss(new_logprobs, entropy, new_values, ro, part, adv, returns, ref_logprobs, s)
+        run_backward(s.scale * share * loss)
+        for key, value in part_stats.items():
+            mb[key] = mb.get(key, 0.0) + share * value
+    if add_terms is not None:  # as in `learn`: the logged loss is then the whole loss, scaled RL part and extras
+        mb["loss"] = s.scale * mb["loss"]
+        extra = {}
+        extra_loss = add_terms(torch.zeros(()), extra)  # the extra terms alone, once per minibatch
+        if extra_loss.requires_grad:
+            run_backward(extra_loss)
+        mb.update({k: v for k, v in extra.items() if k != "loss"})
+        mb["loss"] += float(extra_loss.detach())
+    return mb
 
 
 # =====================================================================================
