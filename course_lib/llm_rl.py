@@ -330,7 +330,9 @@ class LMTrainer(rl.Trainer):
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        check_same_settings(state["config"], asdict(self.config), path)
+        memory_only = ("micro_batch_size",)  # the same update in less memory: a run may resume with another
+        check_same_settings({k: v for k, v in state["config"].items() if k not in memory_only},
+                            {k: v for k, v in asdict(self.config).items() if k not in memory_only}, path)
         named = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
@@ -338,7 +340,7 @@ class LMTrainer(rl.Trainer):
         if self.value_head is not None:
             self.value_head.load_state_dict(state["value_head"])
         self.optimizer.load_state_dict(state["optimizer"])
-        self.sampler.load_state_dict(state["sampler"])
+        self.sampler.load_state_dict(state.get("sampler") or {"rng": state["rng"], "order": state["order"]})  # or older
         self.rng.bit_generator.state = state["learn_rng"]
         torch.set_rng_state(state["torch_rng"])
         self.history = state["history"]

@@ -188,31 +188,41 @@ def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s:
 
     Each loss is a mean, so each micro-batch's loss is weighted by its share of what the mean counts:
     tokens for the clipped surrogate (its value, entropy and KL terms are token means too), episodes for
-    REINFORCE's. The extra terms (add_terms) are added once. The diagnostics are the weighted means.
+    REINFORCE's. The extra terms (add_terms) join the last micro-batch's loss, so there is one backward
+    per micro-batch whatever the data (a multi-process backward must be called as often on every process).
+    The diagnostics are what one pass would log: token means pooled by token share, REINFORCE's loss by
+    episode share, the ratio's standard deviation from the pooled moments.
     """
     parts = rows.split(s.micro_batch_size)
-    if s.loss == "reinforce":
-        shares = [len(p) / len(rows) for p in parts]
-    else:
-        tokens = ro.mask[rows].sum()
-        shares = [float(ro.mask[p].sum() / tokens.clamp(min=1)) for p in parts]
+    tokens = ro.mask[rows].sum(dtype=torch.float64).clamp(min=1)
+    token_shares = [float(ro.mask[p].sum(dtype=torch.float64) / tokens) for p in parts]
+    row_shares = [len(p) / len(rows) for p in parts]
+    loss_shares = row_shares if s.loss == "reinforce" else token_shares
     run_backward = backward or torch.Tensor.backward
     mb: dict = {}
-    for part, share in zip(parts, shares):
+    second_moment = 0.0  # E[ratio^2], to pool the ratio's standard deviation
+    for i, part in enumerate(parts):
         new_logprobs, entropy, new_values = policy.score(ro, part)
         ref_logprobs = policy.reference_logprobs(ro, part) if s.kl_coef > 0 else None
         loss, part_stats = rl_loss(new_logprobs, entropy, new_values, ro, part, adv, returns, ref_logprobs, s)
-        run_backward(s.scale * share * loss)
+        loss = s.scale * loss_shares[i] * loss
+        if i == len(parts) - 1 and add_terms is not None:
+            extra: dict = {}
+            extra_loss = add_terms(torch.zeros(()), extra)  # the extra terms alone, once per minibatch
+            loss = loss + extra_loss
+        run_backward(loss)
         for key, value in part_stats.items():
-            mb[key] = mb.get(key, 0.0) + share * value
-    if add_terms is not None:  # as in `learn`: the logged loss is then the whole loss, scaled RL part and extras
-        mb["loss"] = s.scale * mb["loss"]
-        extra = {}
-        extra_loss = add_terms(torch.zeros(()), extra)  # the extra terms alone, once per minibatch
-        if extra_loss.requires_grad:
-            run_backward(extra_loss)
+            share = loss_shares[i] if key in ("loss", "policy_loss") else token_shares[i]
+            if key == "ratio_std":
+                second_moment += share * (value ** 2 + part_stats["ratio_mean"] ** 2)
+            else:
+                mb[key] = mb.get(key, 0.0) + share * value
+    if "ratio_mean" in mb:
+        mb["ratio_std"] = max(second_moment - mb["ratio_mean"] ** 2, 0.0) ** 0.5
+    if add_terms is not None:
         mb.update({k: v for k, v in extra.items() if k != "loss"})
-        mb["loss"] += float(extra_loss.detach())
+        if "loss" in extra:  # as in `learn`: add_terms that log the loss log the whole of it
+            mb["loss"] = s.scale * mb["loss"] + extra["loss"]
     return mb
 
 

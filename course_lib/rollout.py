@@ -15,6 +15,7 @@ both build on these; neither imports the other's internals.
 from __future__ import annotations
 
 import random
+from collections import Counter
 from dataclasses import dataclass
 from typing import Callable, Sequence
 
@@ -100,6 +101,9 @@ class ShuffledPasses:
         self.tasks = list(tasks)
         if any(t.split == "test" for t in self.tasks):
             raise ValueError("the task sampler refuses test tasks: they are never trained on")
+        twice = sorted(i for i, n in Counter(t.id for t in self.tasks).items() if n > 1)
+        if twice:  # a step's tasks are distinct: a pool with a task twice could never fill a step
+            raise ValueError(f"the pool holds task(s) {twice} more than once; pass each task once")
         self.rng = random.Random(seed)
         self.order: list = []  # the rest of the current pass, drawn from the end
         self.drawn: list[str] = []

@@ -184,7 +184,8 @@ def test_micro_batches_give_the_same_update_as_one_pass(small_dir, tasks, method
     moved = max(w_whole[n].abs().max().item() for n in w_whole if "lora_B" in n)  # B starts at 0
     assert moved > 1e-4, "the step must change the adapter, or the comparison says nothing"
     assert all(torch.allclose(w_whole[n], w_parts[n], atol=1e-6, rtol=1e-4) for n in w_whole)
-    for key in ("reward", "pass_rate", "avg_len", "policy_loss", "loss", "approx_kl", "clip_frac", "kl_ref"):
+    for key in ("reward", "pass_rate", "avg_len", "policy_loss", "loss", "approx_kl", "clip_frac", "kl_ref",
+                "value_loss", "ratio_mean", "ratio_std", "teacher_sft_loss", "self_sft_loss"):
         if key in whole:
             assert whole[key] == pytest.approx(parts[key], rel=1e-4, abs=1e-6), key
 
@@ -196,3 +197,43 @@ def test_micro_batches_refuse_what_they_cannot_weight_exactly():
         rl.LossSettings(micro_batch_size=0)
     with pytest.raises(ValueError, match="micro_batch_size must be at least 1"):
         llm_rl.RLConfig(micro_batch_size=0)
+
+
+def test_a_run_may_resume_with_another_micro_batch_size(small_dir, tasks, tmp_path):
+    """micro_batch_size changes the memory, not the update: a run that ran out of memory resumes with one."""
+    pool = [t for t in tasks if t.split != "test"]
+    settings = dict(method="grpo", steps=2, prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
+    state = tmp_path / "rl_state.pt"
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
+    llm_rl.train_rl(model, tokenizer, pool, state_file=state, stop_after=1, **settings)
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
+    rows = llm_rl.train_rl(model, tokenizer, pool, state_file=state, resume=True, micro_batch_size=1, **settings)
+    assert [r["step"] for r in rows] == [1, 2]
+
+
+def test_accumulate_calls_backward_once_per_micro_batch_whatever_the_extra_terms():
+    """A multi-process backward (chapter 11's accelerate run) must be called equally often on every process:
+    the extra terms ride on the last micro-batch's loss, so there is one call per micro-batch even when a
+    process has no extra data (its extra terms are a constant 0 without a gradient)."""
+
+    class Bandit(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.logits = torch.nn.Parameter(torch.zeros(5))
+
+        def score(self, ro, rows):
+            return torch.log_softmax(self.logits, -1)[ro.actions[rows, :1]], None, None
+
+    B = 7
+    actions = torch.arange(B)[:, None] % 5
+    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
+                 actions=actions, logprobs=torch.full((B, 1), float(np.log(0.2))), values=torch.zeros(B, 1),
+                 mask=torch.ones(B, 1), rewards=(actions == 3).float(), bootstrap=torch.zeros(B))
+    adv, returns = rl.advantages(ro, "batch")
+    s = rl.LossSettings(epochs=1, micro_batch_size=3)  # 7 rows: micro-batches of 3, 3 and 1
+    for extra in (lambda loss, stats: loss, lambda loss, stats: loss + 0.1 * Bandit().logits.sum()):
+        calls = []
+        policy = Bandit()
+        rl.accumulate(policy, ro, torch.arange(B), adv, returns, s, add_terms=extra,
+                      backward=lambda loss: calls.append(1) or loss.backward())
+        assert len(calls) == 3

@@ -162,6 +162,8 @@ def test_both_task_samplers_refuse_test_tasks_and_resume_where_they_stopped():
         a.draw(5, per_task=2)
         b.load_state_dict(a.state_dict())
         assert [t.id for t in a.draw(7)] == [t.id for t in b.draw(7)]
+    with pytest.raises(ValueError, match="more than once"):
+        ShuffledPasses(pool + pool[:1], seed=0)
     passes = ShuffledPasses(pool, seed=0)
     first = [t.id for _ in range(len(pool) // 4) for t in passes.draw(4)]  # most of one pass, 4 at a time
     assert len(set(first)) == len(first) == len(pool) // 4 * 4  # no task twice before every task once
