@@ -188,9 +188,10 @@ def save_run_state(state: dict, path) -> None:
 
 
 def check_same_settings(saved: dict, now: dict, path, *, error=ValueError,
-                        fix: str = "Resume with the same settings, or start a new run.") -> None:
-    """A run resumes only with the settings that wrote its state; the error names every one that changed."""
-    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v}
+                        fix: str = "Resume with the same settings, or start a new run.", may_change=()) -> None:
+    """A run resumes only with the settings that wrote its state; the error names every one that changed.
+    may_change: settings that leave the run's results alone (how much memory it uses), free to differ."""
+    changed = {k: (saved.get(k), v) for k, v in now.items() if saved.get(k) != v and k not in may_change}
     if changed:
         raise error(f"{path} was written by a run with other settings: "
                     + ", ".join(f"{k} was {a!r}, now {b!r}" for k, (a, b) in changed.items()) + f". {fix}")

@@ -54,10 +54,15 @@ def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
     return float(report.fraction)
 
 
+def takes_n_tokens(fn) -> bool:
+    """Whether a reward function (or a reward term) has a parameter `n_tokens`: such a one is also given
+    the completion's length in tokens, <eos> not counted (chapter 7's `ShapedReward` and its 'tokens' term)."""
+    return "n_tokens" in inspect.signature(fn).parameters
+
+
 def reward_of(reward_fn: RewardFn, task: Task, completion: str, report: TestReport, n_tokens: int | None) -> float:
-    """reward_fn's value for one program. A reward function with a parameter `n_tokens` (chapter 7's
-    `ShapedReward`) is also given the completion's length in tokens, <eos> not counted."""
-    if "n_tokens" in inspect.signature(reward_fn).parameters:
+    """reward_fn's value for one program, given n_tokens if it takes them (`takes_n_tokens`)."""
+    if takes_n_tokens(reward_fn):
         return float(reward_fn(task, completion, report, n_tokens=n_tokens))
     return float(reward_fn(task, completion, report))
 

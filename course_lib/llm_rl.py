@@ -330,9 +330,8 @@ class LMTrainer(rl.Trainer):
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        memory_only = ("micro_batch_size",)  # the same update in less memory: a run may resume with another
-        check_same_settings({k: v for k, v in state["config"].items() if k not in memory_only},
-                            {k: v for k, v in asdict(self.config).items() if k not in memory_only}, path)
+        check_same_settings(state["config"], asdict(self.config), path,
+                            may_change=("micro_batch_size",))  # the same update in less memory
         named = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():

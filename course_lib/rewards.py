@@ -27,13 +27,12 @@ tree is only parsed (`ast.parse`), never executed.
 from __future__ import annotations
 
 import ast
-import inspect
 import math
 import warnings
 from dataclasses import dataclass
 from typing import Callable
 
-from course_lib.env import fraction_passed
+from course_lib.env import fraction_passed, takes_n_tokens
 from course_lib.sandbox import Status, TestReport
 
 TermFn = Callable[[object, str, TestReport], float]
@@ -268,7 +267,7 @@ class ShapedReward:
         if unknown:
             raise RewardSpecError(f"log_also: unknown term(s) {unknown}; known: {', '.join(self.fns)}")
         self.logged = tuple(dict.fromkeys(self.spec.names + tuple(log_also)))
-        self.counts_tokens = {n for n in self.logged if "n_tokens" in inspect.signature(self.fns[n]).parameters}
+        self.counts_tokens = {n for n in self.logged if takes_n_tokens(self.fns[n])}
         self.history: list[dict[str, float]] = []
 
     def terms(self, task, completion: str, report: TestReport, n_tokens: int | None = None) -> dict[str, float]:
