@@ -11,7 +11,8 @@
 (an unknown or mistyped setting is a ConfigError that names it); `add_options(parser, MyConfig)`
 makes every field a command-line option with its help and default, and `from_options` reads them
 back. `course_lib.ppo_config.PPOConfig` (the GRU's PPO, chapters 6-8) and `course_lib.llm_rl.RLConfig`
-(the language model's RL, chapters 10-11) are both declared this way.
+(the language model's RL, chapters 10-11) are both declared this way, on one base: `course_lib.rl.RLSettings`,
+the knobs of the RL core they share, each declared once (`override` gives a subclass its own default).
 """
 
 from __future__ import annotations
@@ -20,6 +21,8 @@ import argparse
 import dataclasses
 import json
 from pathlib import Path
+
+import torch
 
 
 class ConfigError(ValueError):
@@ -31,6 +34,38 @@ def option(default, help: str, type=None, choices=None, nullable: bool = False):
     "none" is allowed (always, when the default is None)."""
     return dataclasses.field(default=default, metadata={"help": help, "type": type or builtins_type(default),
                                                         "choices": choices, "nullable": nullable})
+
+
+def override(base, name: str, default):
+    """The field `name` of the settings class `base` with another default; its help, type and checks stay the base's.
+
+        @dataclass
+        class PPOConfig(RLSettings):
+            lr: float = override(RLSettings, "lr", 3e-3)
+    """
+    return dataclasses.field(default=default, metadata=base.__dataclass_fields__[name].metadata)
+
+
+def resolve_device(name):
+    """None / "auto": "cuda" when torch sees a GPU, else "cpu"; any other torch device ("cpu", "cuda:1",
+    torch.device("cpu", 0)) is returned as it is. A device this machine lacks, or a name torch does not
+    know, is a ConfigError that says what to pass instead."""
+    if name in (None, "auto"):
+        return "cuda" if torch.cuda.is_available() else "cpu"
+    try:
+        kind = torch.device(name).type
+    except (RuntimeError, TypeError):
+        raise ConfigError(f"unknown device {name!r}; choose cpu, cuda or auto") from None
+    require(kind != "cuda" or torch.cuda.is_available(), f"device {str(name)!r}: torch sees no CUDA GPU on this "
+                                                         f"machine (torch {torch.__version__}); pass --device cpu, or auto")
+    return name
+
+
+def device_label(device: str) -> str:
+    """What ran a record, for its readers: "cpu (2 threads)" or "cuda: NVIDIA H100 80GB HBM3"."""
+    if torch.device(device).type == "cuda":
+        return f"{device}: {torch.cuda.get_device_name(torch.device(device))}"
+    return f"cpu ({torch.get_num_threads()} threads)"
 
 
 def builtins_type(value):

@@ -17,7 +17,7 @@ Every step follows the same order, the order of the maths:
              the ids sampled: those ids, never a re-tokenisation of their text, are what the loss scores
 2. SCORE     run prompt + completion + tests in the sandbox (`sandbox.task_reports`), never here;
              reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
-3. ADVANTAGE `course_lib.rl.advantages`, by the method's estimator (METHOD_PARTS)
+3. ADVANTAGE `course_lib.rl.advantages`, by the method's estimator (`rl.METHOD_PARTS`, the GRU's too)
 4. UPDATE    `course_lib.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
              the RL core that trains chapter 6's GRU, with this model as its policy (`course_lib.lm_policy.LMActor`)
 
@@ -44,7 +44,7 @@ import torch
 
 from course_lib import rl
 from course_lib.checkpoints import check_same_settings, save_run_state
-from course_lib.config import Config, option, require
+from course_lib.config import option, override, require
 from course_lib.env import Episode
 from course_lib.evaluation import CHAT, STYLES, answer_code, generate, prompt_for, stop_sequences_for
 from course_lib.llm import _to, encode_prompt, sft_batch
@@ -57,7 +57,7 @@ from course_lib.rollout import Rollout, ShuffledPasses, written_rollout
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
-METHODS = ("reinforce", "ppo", "grpo", "teacher-grpo")
+METHODS = tuple(rl.METHOD_PARTS)  # reinforce, ppo, grpo, teacher-grpo
 ROLLOUT_SPLITS = ("train", "val")
 
 
@@ -65,22 +65,15 @@ ROLLOUT_SPLITS = ("train", "val")
 # configuration: every knob of the loop in one place
 
 @dataclass
-class RLConfig(Config):
+class RLConfig(rl.RLSettings):
     method: str = option("grpo", "the RL method", choices=METHODS)
     steps: int = option(20, "optimiser rounds (one rollout batch each)")
     prompts_per_step: int = option(8, "tasks per rollout batch")
     group_size: int = option(4, "samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO")
-    lr: float = option(1e-3, "AdamW learning rate of the adapter (and of PPO's value head)")
-    temperature: float = option(0.8, "rollout sampling temperature (> 0); log-probabilities use the same T")
-    max_new_tokens: int = option(64, "rollout generation limit")
+    temperature: float = override(rl.RLSettings, "temperature", 0.8)
     length_alpha: float = option(0.01, "the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100")
     min_std: float = option(0.0, "floor of the std that normalises advantages (grpo); 0 = the textbook formula")
-    clip_eps: float = option(0.2, "PPO's clip range (ppo, grpo, teacher-grpo)")
-    epochs: int = option(2, "passes over each rollout batch (ppo, grpo, teacher-grpo); REINFORCE: 1")
-    gae_lambda: float = option(0.95, "PPO's GAE lambda (ppo: advantages from the value head, gamma = 1)")
-    vf_coef: float = option(0.5, "weight of the value head's loss (ppo)")
-    kl_coef: float = option(0.05, "weight of KL(policy || reference) (grpo, teacher-grpo; the teacher-guided GRPO "
-                                  "README: 0.05)")
+    kl_coef: float = override(rl.RLSettings, "kl_coef", 0.05)  # the teacher-guided GRPO README's (grpo, teacher-grpo)
     teacher_sft_weight: float = option(0.3, "the teacher-guided GRPO README's w_t: SFT on the teacher's answers "
                                             "(teacher-grpo)")
     self_sft_weight: float = option(0.2, "the teacher-guided GRPO README's w_s: SFT on the best passing own sample "
@@ -93,21 +86,19 @@ class RLConfig(Config):
     clip_norm: float = option(1.0, "gradient-norm clip")
     micro_batch_size: int | None = option(None, "rows scored and back-propagated at once in the update (less memory, "
                                                 "the same update: gradients accumulate); none: all of a step's rows", int)
-    seed: int = option(0, "seed of the task order, the sampling and the minibatch order")
 
     def validate(self) -> None:
+        super().validate()  # the core's knobs (course_lib.rl.RLSettings)
         require(self.method in METHODS, f"unknown RL method {self.method!r}; choose one of {METHODS}")
         require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
-        for name in ("steps", "prompts_per_step", "group_size", "epochs", "max_new_tokens"):
+        for name in ("steps", "prompts_per_step", "group_size"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         require(self.method not in ("grpo", "teacher-grpo") or self.group_size >= 2,
                 f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
-        require(self.temperature > 0, f"rollouts must sample: temperature must be > 0, got {self.temperature}")
-        for name in ("lr", "clip_eps", "timeout", "clip_norm"):
+        for name in ("timeout", "clip_norm"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("length_alpha", "min_std", "vf_coef", "kl_coef", "teacher_sft_weight", "self_sft_weight"):
+        for name in ("length_alpha", "min_std", "teacher_sft_weight", "self_sft_weight"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
-        require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                 f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
         self.splits = tuple(self.splits)
@@ -157,15 +148,7 @@ def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alp
     return torch.tensor([reward.weighted({"pass": float(p), "tokens": token_length_penalty(n_tokens=n)})
                          for p, n in zip(passed, n_tokens)])
 
-
-# What each method takes from the RL core (course_lib.rl): its advantage estimator, its loss,
-# whether a KL term pulls it towards the reference, and whether it learns a critic (a value head).
-METHOD_PARTS = {
-    "reinforce": ("batch", "reinforce", False, False),   # A = R - batch mean, one pass of -A log p
-    "ppo": ("gae", "clip", False, True),                 # GAE from a value head, normalised; clipped surrogate
-    "grpo": ("group", "clip", True, False),              # A = (R - group mean) / group std; clipped + KL
-    "teacher-grpo": ("group", "clip", True, False),      # GRPO + SFT on the teacher's and its own best answers
-}
+KL_METHODS = ("grpo", "teacher-grpo")  # kl_coef pulls these towards the reference; the report's REINFORCE and PPO have no KL
 
 
 # -----------------------------------------------------------------------------
@@ -237,7 +220,8 @@ class LMTrainer(rl.Trainer):
             raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or "
                              "load_policy)")
         policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation: the bare model
-        estimator, loss, use_kl, critic = METHOD_PARTS[config.method]
+        estimator, loss, critic = rl.METHOD_PARTS[config.method]
+        use_kl = config.method in KL_METHODS
         self.value_head = value_head_for(policy) if critic else None  # PPO's critic
         if self.value_head is not None:
             params = params + list(self.value_head.parameters())

@@ -16,6 +16,7 @@ from pathlib import Path
 import torch
 
 from course_lib import llm
+from course_lib.config import resolve_device
 from course_lib.llm import TINY
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -112,8 +113,7 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
-    if device in (None, "auto"):
-        device = "cuda" if torch.cuda.is_available() else "cpu"
+    device = resolve_device(device)
     path = resolve_model_name(model_name)
     if model_name == TINY and not (Path(path) / "config.json").exists():
         if not pretrain_if_missing:

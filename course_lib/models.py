@@ -110,13 +110,13 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
     was_training = model.training
     model.eval()
     try:
-        device = model.embed.weight.device
-        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids, device)
-        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
+        device = model.embed.weight.device  # the network runs there; the choice of each token on the CPU,
+        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)  # with a CPU generator: the
+        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])  # same draws
         out: list[list[int]] = [[] for _ in prompts]
-        done = torch.zeros(len(prompts), dtype=torch.bool, device=device)
+        done = torch.zeros(len(prompts), dtype=torch.bool)
         for _ in range(max_new_tokens):
-            logits = logits.masked_fill(~mask, float("-inf"))
+            logits = logits.cpu().masked_fill(~mask, float("-inf"))
             token = (choose(logits) if choose is not None else
                      choose_next(logits, temperature=temperature, greedy=greedy, generator=generator))
             for i in (~done).nonzero().flatten().tolist():
@@ -124,7 +124,7 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
             done |= token == tokenizer.eos_id
             if done.all():
                 break
-            logits, _, hidden = model.step(token, hidden)
+            logits, _, hidden = model.step(token.to(device), hidden)
     finally:
         model.train(was_training)
     return out

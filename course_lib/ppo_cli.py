@@ -30,6 +30,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--resume", action="store_true", help="continue the run in --out from its train_state.pt")
     parser.add_argument("--stop-after", type=int, metavar="N", help="stop after N updates (state saved), as if interrupted")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
+    parser.add_argument("--device", default="cpu",
+                        help="where the network runs: cpu, cuda, or auto (cuda if torch sees a GPU). The sandbox and "
+                             "the sampling stay on the CPU; the course's records were made on the CPU, the default, "
+                             "so the same command gives the same numbers on any machine [cpu]")
     add_options(parser.add_argument_group("hyperparameters (defaults in brackets)"), PPOConfig)
     parser.set_defaults(func=main_ppo)
 
@@ -48,7 +52,8 @@ def main_ppo(args) -> int:
         base = PPOConfig.load(saved).to_dict() if args.resume and saved.exists() else {}
         config = config_from_args(args, base)
         start = time.perf_counter()
-        result = run(config, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress)
+        result = run(config, args.out, resume=args.resume, stop_after=args.stop_after, progress=not args.no_progress,
+                     device=args.device)
     except (ConfigError, CheckpointMismatchError, CheckpointFormatError, TaskFormatError, FileNotFoundError) as e:
         print(f"error: {e}")
         return 2

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from course_lib.config import Config, ConfigError, option, require
+from course_lib.config import ConfigError, option, override, require
 from course_lib.rewards import RewardSpec, RewardSpecError
+from course_lib.rl import METHOD_PARTS, RLSettings
 from course_lib.teacher import BC_SCHEDULES, TEACHER_SOURCES
 
 __all__ = ["PPOConfig", "ConfigError"]
@@ -21,9 +22,8 @@ __all__ = ["PPOConfig", "ConfigError"]
 # =====================================================================================
 
 @dataclass
-class PPOConfig(Config):
+class PPOConfig(RLSettings):
     # --- the run -----------------------------------------------------------------
-    seed: int = option(0, "seeds torch, numpy and python's random: same seed, same run (on CPU)")
     pretrained: str | None = option(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
     tasks_dir: str | None = option(None, "folder of task TOML files, or one .jsonl/.parquet file; none: the course's tasks/", str)
     task_fields: str | None = option(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
@@ -42,35 +42,36 @@ class PPOConfig(Config):
     updates: int = option(20, "number of PPO updates (rollout + learning) in the run")
     episodes_per_update: int = option(128, "episodes sampled in lockstep per update (B)")
     episodes_per_task: int = option(8, "episodes per drawn task (its prompt is read once for all of them)")
-    temperature: float = option(1.5, "sampling temperature of the rollout policy softmax(logits / T); > 1 explores more")
-    max_new_tokens: int = option(160, "an episode is truncated after this many tokens without <eos>")
+    temperature: float = override(RLSettings, "temperature", 1.5)
+    max_new_tokens: int = override(RLSettings, "max_new_tokens", 160)
     unsolved_weight: float = option(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
     min_task_weight: float = option(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
     train_share: float = option(0.25, "task sampling: share of each update's tasks drawn from train (the rest: val)")
     sandbox_timeout: float = option(2.0, "seconds one program may run in the sandbox")
     reward: str = option("fraction=1", "reward terms and weights (chapter 7, course_lib.rewards), e.g. "
                                        "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
+    # --- the method: what the RL core builds the update from (course_lib.rl.METHOD_PARTS) ---------
+    method: str = option("ppo", "ppo: the critic, GAE and the clipped loss (chapter 6); grpo: each task's "
+                                "episodes_per_task episodes are a group, A = (R - group mean) / group std, no critic; "
+                                "reinforce: A = R - the batch's mean, one pass of -A log p; teacher-grpo: grpo with "
+                                "chapter 8's teacher terms (bc_coef, sil_coef), which add to any method",
+                         choices=tuple(METHOD_PARTS))
     # --- GAE ------------------------------------------------------------------------
     gamma: float = option(1.0, "discount per token (1: a program is worth its reward however long)")
-    gae_lambda: float = option(0.95, "GAE lambda: 0 one-step TD (biased, low variance), 1 Monte Carlo")
     critic: bool = option(True, "learn V(s) and build advantages from it by GAE; off: no value loss, V = 0, so "
                                 "every token's advantage is its episode's return (normalised: a batch baseline)")
     bootstrap_truncated: bool = option(False, "add gamma * V(next state) after an episode cut by max_new_tokens "
                                               "(off: CodeGenEnv pays the cut program in full at the cut)")
     # --- the PPO loss ----------------------------------------------------------------
-    clip_eps: float = option(0.2, "policy clipping: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps]")
     value_clip_eps: float | None = option(0.2, "value clipping around the rollout's values; none: unclipped", float,
                                          nullable=True)
     ppo_coef: float = option(1.0, "weight of the whole PPO objective (clipped policy loss, value loss, entropy, KL); "
                                   "0 leaves behaviour cloning, self-imitation and exploration alone (an ablation)")
-    vf_coef: float = option(0.5, "weight of the value loss")
     ent_coef: float = option(0.01, "weight of the entropy bonus (more: more exploration)")
     norm_adv: bool = option(True, "normalise advantages to zero mean, unit variance per update")
-    kl_coef: float = option(0.0, "weight of KL(policy || frozen pretrained policy); 0: off")
     # --- optimisation ---------------------------------------------------------------
-    epochs: int = option(2, "passes over each update's episodes")
     minibatch_size: int = option(64, "episodes per gradient step")
-    lr: float = option(3e-3, "peak learning rate (Adam)")
+    lr: float = override(RLSettings, "lr", 3e-3)
     warmup_updates: int = option(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = option(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
     max_grad_norm: float = option(1.0, "global gradient-norm clipping")
@@ -102,6 +103,15 @@ class PPOConfig(Config):
         return tuple(s.strip() for s in self.rl_splits.split(",") if s.strip())
 
     def validate(self) -> None:
+        super().validate()  # the core's knobs (course_lib.rl.RLSettings)
+        require(self.method in METHOD_PARTS, f"unknown method {self.method!r}; choose one of {tuple(METHOD_PARTS)}")
+        if METHOD_PARTS[self.method][0] == "group":
+            require(self.episodes_per_task >= 2, f"{self.method} compares the episodes of the same task: "
+                                                 f"episodes_per_task must be >= 2, got {self.episodes_per_task}")
+            require(self.teacher_episodes == 0, f"{self.method}: teacher episodes are extra rows, not samples of a "
+                                                "task's group; drop --teacher-episodes (bc_coef and sil_coef teach)")
+        require(self.method != "teacher-grpo" or self.bc_coef > 0 or self.sil_coef > 0,
+                "teacher-grpo is grpo with the teacher terms: set bc_coef or sil_coef above 0 (or use grpo)")
         splits = self.splits
         require(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
         require(set(splits) <= {"train", "val"},
@@ -110,13 +120,12 @@ class PPOConfig(Config):
              f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
         for name in ("hidden_dim", "embed_dim"):
             require(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
-        for name in ("updates", "episodes_per_update", "epochs", "minibatch_size", "max_new_tokens",
-                     "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
+        for name in ("updates", "episodes_per_update", "minibatch_size", "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
                      "sil_per_task", "episodes_per_task", "threads"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr", "pretrain_lr", "temperature", "clip_eps", "max_grad_norm", "sandbox_timeout"):
+        for name in ("pretrain_lr", "max_grad_norm", "sandbox_timeout"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("ppo_coef", "vf_coef", "ent_coef", "kl_coef", "bc_coef", "sil_coef", "unsolved_weight",
+        for name in ("ppo_coef", "ent_coef", "bc_coef", "sil_coef", "unsolved_weight",
                      "min_task_weight", "warmup_updates", "eval_every"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(0 <= self.train_share <= 1, f"train_share must be in [0, 1], got {self.train_share}")
@@ -125,7 +134,6 @@ class PPOConfig(Config):
         except RewardSpecError as e:
             raise ConfigError(f"reward: {e}") from None
         require(0 <= self.gamma <= 1, f"gamma must be in [0, 1], got {self.gamma}")
-        require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
         require(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
         require(self.minibatch_size <= self.episodes_per_update,
              f"minibatch_size ({self.minibatch_size}) cannot exceed episodes_per_update ({self.episodes_per_update})")

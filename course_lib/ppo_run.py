@@ -24,11 +24,12 @@ from course_lib.trainer import (CHECKPOINT_DIR, EVAL_FILE, METRICS_FILE, PLOT_FI
                                 PPOTrainer)
 
 def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | None = None,
-        progress: bool = True, log=print) -> dict | None:
+        progress: bool = True, log=print, device: str = "cpu") -> dict | None:
     """`python -m course_lib ppo`: train into out_dir and write eval.json; returns eval.json's content.
 
     resume: continue from the latest saved state (`latest_state`; same settings required).
     stop_after: stop (with the state saved) once this many updates are done, as if interrupted.
+    device: where the network runs (`PPOTrainer`); eval.json names it.
     Returns None when stopped before the last update.
     """
     out = Path(out_dir)
@@ -42,14 +43,15 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
         tokenizer = course_tokenizer()
         start = config.pretrained or out / PRETRAINED_FILE
         model, _, _ = load_checkpoint(start, tokenizer=tokenizer)
-        trainer = PPOTrainer(config, out, model=model, tokenizer=tokenizer, progress=progress, log=log)
+        trainer = PPOTrainer(config, out, model=model, tokenizer=tokenizer, progress=progress, log=log,
+                             device=device)
         trainer.load_state(state_path)  # refuses, listing the differences, if the settings changed
     else:
         if (out / METRICS_FILE).exists() or state_path.exists():
             raise ConfigError(f"{out} already holds a run (metrics.jsonl or train_state.pt); pass --resume to "
                               "continue it, or choose another --out")
         out.mkdir(parents=True, exist_ok=True)
-        trainer = PPOTrainer(config, out, progress=progress, log=log)
+        trainer = PPOTrainer(config, out, progress=progress, log=log, device=device)
     trainer.train(stop_after=stop_after)
     if trainer.update < config.updates:
         log(f"stopped after {trainer.update} of {config.updates} updates; continue with --resume")

@@ -298,7 +298,7 @@ def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float
     """
     tasks = list(tasks)
     n = 1 if (greedy or temperature == 0) else n_samples
-    generator = torch.Generator(device=model.embed.weight.device).manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed)  # tokens are drawn on the CPU, whatever the model's device
     _, completions, reports = attempts(model, tokenizer, tasks, n=n, temperature=temperature, greedy=greedy,
                                        max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, generator=generator,
                                        timeout=timeout)

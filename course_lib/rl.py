@@ -30,12 +30,23 @@ from typing import Callable, Protocol
 import numpy as np
 import torch
 
+from course_lib.config import Config, option, require
 from course_lib.pg import reinforce_loss, value_loss
 from course_lib.ppo import compute_gae, group_advantages, masked_mean, normalize_advantages, ppo_loss
 from course_lib.rollout import Rollout
 
 ESTIMATORS = ("gae", "baseline", "batch", "group")
 LOSSES = ("clip", "reinforce")
+
+# What each method takes from the core, for either policy: its advantage estimator, its loss, and whether
+# it learns a critic (a value head). A KL term towards the reference (kl_coef) and a trainer's extra terms
+# (behaviour cloning, SFT on a teacher's answers) may be added to any of them.
+METHOD_PARTS = {
+    "reinforce": ("batch", "reinforce", False),  # A = R - the batch's mean reward; one pass of -A log p
+    "ppo": ("gae", "clip", True),                # GAE from the critic's values, normalised; clipped surrogate
+    "grpo": ("group", "clip", False),            # A = (R - its group's mean) / the group's std; clipped surrogate
+    "teacher-grpo": ("group", "clip", False),    # GRPO, plus SFT terms on a teacher's and its own best answers
+}
 
 
 class Policy(Protocol):
@@ -86,6 +97,42 @@ def episode_advantages(rewards: torch.Tensor, estimator: str, *, group_size: int
         raise ValueError(f"{estimator!r} needs per-token values: episode advantages are 'batch' or 'group'")
     size = rewards.numel() if estimator == "batch" else group_size
     return group_advantages(rewards, size, normalise=normalise, min_std=min_std)
+
+
+# =====================================================================================
+# Settings: the core's knobs, declared once for every trainer's command
+# =====================================================================================
+
+@dataclass
+class RLSettings(Config):
+    """The knobs of the RL core that both policies' settings share: `course_lib.ppo_config.PPOConfig` (the GRU)
+    and `course_lib.llm_rl.RLConfig` (the language model) extend it, and give their own default where the
+    policy wants another (`course_lib.config.override`). Each knob has one help text and one check."""
+    seed: int = option(0, "seeds torch, numpy and python's random (the task order, the sampling, the minibatch "
+                          "order): same seed, same run on CPU")
+    temperature: float = option(1.0, "rollout sampling temperature, softmax(logits / T) (> 0; above 1 explores more); "
+                                     "the loss's log-probabilities use the same T")
+    max_new_tokens: int = option(64, "a completion is cut after this many tokens without <eos>")
+    lr: float = option(1e-3, "peak learning rate of the trained parameters (Adam)")
+    epochs: int = option(2, "passes over each rollout batch; REINFORCE makes one, since its data is on-policy only "
+                            "before its first step")
+    clip_eps: float = option(0.2, "PPO's clip: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps], so one "
+                                  "batch cannot move the policy far")
+    gae_lambda: float = option(0.95, "GAE lambda (with a critic): 0 one-step TD (biased, low variance), 1 Monte Carlo")
+    vf_coef: float = option(0.5, "weight of the value loss (with a critic)")
+    kl_coef: float = option(0.0, "weight of KL(policy || reference: the frozen starting policy), which keeps the "
+                                 "policy near what it learnt before RL; 0: off")
+
+    def validate(self) -> None:
+        for name in ("epochs", "max_new_tokens"):
+            require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
+        for name in ("lr", "clip_eps"):
+            require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        require(self.temperature > 0, f"rollouts must sample: temperature must be positive (greedy decoding is for "
+                                      f"evaluation), got {self.temperature}")
+        for name in ("vf_coef", "kl_coef"):
+            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
 
 
 # =====================================================================================

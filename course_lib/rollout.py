@@ -205,15 +205,19 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
 
     Only the episodes still running are fed to the network at each step (finished rows
     drop out of the batch), so a few long episodes do not make every row pay for them.
+    The network runs on the model's device; each step's logits come back to the CPU, where the
+    token is drawn with `generator` (a CPU generator: the same draws on any device) and the Rollout kept.
     """
     env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
                          alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
     model.eval()
+    device = model.embed.weight.device
     B = len(tasks)
     obs = env.reset(tasks)
     prompts, prompt_index = distinct_prompts(tasks, tokenizer)
     logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
-    logits, values, hidden = logits[prompt_index], values[prompt_index], hidden[:, prompt_index].contiguous()
+    logits, values = logits.cpu()[prompt_index], values.cpu()[prompt_index]
+    hidden = hidden[:, prompt_index.to(device)].contiguous()
     actions = torch.full((B, max_new_tokens), tokenizer.pad_id, dtype=torch.long)
     logprobs, step_values = torch.zeros(B, max_new_tokens), torch.zeros(B, max_new_tokens)
     mask = torch.zeros(B, max_new_tokens)
@@ -228,9 +232,10 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
         obs = env.step(all_actions)          # rows already done ignore their action
         if obs.done.all():
             break
-        logits, values, hidden = model.step(action, hidden)
+        logits, values, hidden = model.step(action.to(device), hidden)
         keep = torch.as_tensor(~obs.done[rows.numpy()])
-        rows, logits, values, hidden = rows[keep], logits[keep], values[keep], hidden[:, keep].contiguous()
+        rows, logits, values = rows[keep], logits.cpu()[keep], values.cpu()[keep]
+        hidden = hidden[:, keep.to(device)].contiguous()
     episodes = env.results()  # the sandbox runs every program here, in one batch
 
     T = int(mask.sum(1).max())
@@ -239,8 +244,8 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     truncated = torch.tensor([e.truncated for e in episodes])
     if bootstrap_truncated and truncated.any():
         # V(state after the cut): the truncated rows are exactly those still in `rows`; one more critic step.
-        _, next_values, _ = model.step(actions[rows, -1], hidden)
-        bootstrap[rows] = next_values
+        _, next_values, _ = model.step(actions[rows, -1].to(device), hidden)
+        bootstrap[rows] = next_values.cpu()
     return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
                    actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],
                    mask=mask[:, :T], rewards=rewards, bootstrap=bootstrap)
@@ -265,7 +270,10 @@ def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, te
     Each distinct prompt is read once (`prefill`); its final state starts the GRU over
     that prompt's episodes. The state before generated token t is the prompt's for
     t = 0 and the output after token t - 1 otherwise. Gradients flow through both.
+    The outputs are on the model's device (`GRUActor` brings them to the rollout's, the CPU).
     """
+    device = model.embed.weight.device
+    prompt_index, actions, mask, allowed = (x.to(device) for x in (prompt_index, actions, mask, allowed))
     first_logits, first_values, hidden = model.prefill(prompts)
     logits, values = first_logits[prompt_index, None], first_values[prompt_index, None]
     if actions.shape[1] > 1:
@@ -277,7 +285,7 @@ def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, te
     log_p = torch.log_softmax(masked_logits(logits, allowed, temperature), -1)
     new_logprobs = log_p.gather(-1, actions[..., None]).squeeze(-1)
     entropy = -(log_p.exp() * log_p.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
-    zero = torch.zeros(())
+    zero = torch.zeros((), device=device)
     return torch.where(real, new_logprobs, zero), torch.where(real, entropy, zero), torch.where(real, values, zero)
 
 
@@ -294,6 +302,8 @@ class GRUActor:
 
     allowed and temperature are the rollout policy's (the action mask, softmax(logits / T));
     reference: a frozen copy of the starting model for the KL term, or None.
+    The network runs on its device; what `score` returns is on the CPU, with the Rollout, so the loss
+    is computed there (gradients flow back through the copy), as for the language model's `LMActor`.
     """
 
     def __init__(self, model, *, allowed: torch.Tensor, temperature: float, reference=None):
@@ -301,11 +311,12 @@ class GRUActor:
 
     def score(self, ro: Rollout, rows: torch.Tensor):
         prompts, prompt_index, T = minibatch(ro, rows)
-        return evaluate_actions(self.model, prompts, prompt_index, ro.actions[rows, :T], ro.mask[rows, :T],
-                                allowed=self.allowed, temperature=self.temperature)
+        return tuple(x.cpu() for x in evaluate_actions(self.model, prompts, prompt_index, ro.actions[rows, :T],
+                                                       ro.mask[rows, :T], allowed=self.allowed,
+                                                       temperature=self.temperature))
 
     @torch.no_grad()
     def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
         prompts, prompt_index, T = minibatch(ro, rows)
         return evaluate_actions(self.reference, prompts, prompt_index, ro.actions[rows, :T], ro.mask[rows, :T],
-                                allowed=self.allowed, temperature=self.temperature)[0]
+                                allowed=self.allowed, temperature=self.temperature)[0].cpu()

@@ -48,7 +48,7 @@ import torch
 from course_lib import rl
 from course_lib.checkpoints import (CheckpointMismatchError, check_same_settings, load_checkpoint, save_checkpoint,
                                     save_run_state)
-from course_lib.config import ConfigError
+from course_lib.config import ConfigError, device_label, resolve_device
 from course_lib.env import action_alphabet
 from course_lib.explore import explore
 from course_lib.models import GRUConfig, GRUPolicy
@@ -90,14 +90,18 @@ class PPOTrainer(rl.Trainer):
 
     out_dir: where config.json, metrics.jsonl, train_state.pt, policy.pt and eval.json go
     (None: nothing is written; metrics stay in `self.metrics`).
+    device: where the network runs ("cpu", "cuda", "auto"); sampling, the sandbox and the loss's
+    bookkeeping stay on the CPU, so a run may resume on another device. Not a setting of the run:
+    eval.json says which device made it.
     """
 
     def __init__(self, config: PPOConfig, out_dir=None, *, model=None, tokenizer=None, tasks=None,
-                 progress: bool = True, log=print):
+                 progress: bool = True, log=print, device: str = "cpu"):
 
         config.validate()
         self.config, self.progress, self.log = config, progress, log
         self.out = Path(out_dir) if out_dir is not None else None
+        self.device = resolve_device(device)
         self.started = time.perf_counter()
         self.wall_offset = 0.0  # seconds spent before a resume
         torch.set_num_threads(config.threads)
@@ -120,20 +124,23 @@ class PPOTrainer(rl.Trainer):
         self.pretrain_seconds = 0.0
         if model is None:
             model = self._starting_policy()
-        self.model = model
+        self.model = model.to(self.device)
         self.reference = None
         if config.kl_coef > 0:  # a frozen copy of the start, for KL(pi || pi_ref)
             self.reference = copy.deepcopy(model).eval().requires_grad_(False)
-        # What the RL core (course_lib.rl) trains and how: the same core trains chapter 10's language model.
+        # What the RL core (course_lib.rl) trains and how: the same core trains chapter 10's language model,
+        # and the method picks the same parts there (rl.METHOD_PARTS).
         self.actor = GRUActor(self.model, allowed=self.allowed, temperature=config.temperature,
                               reference=self.reference)
+        self.estimator, loss, critic = rl.METHOD_PARTS[config.method]
+        self.critic = critic and config.critic  # ppo without a critic: V = 0, and GAE gives each token its return
         self.loss_settings = rl.LossSettings(
-            loss="clip", epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
-            critic=config.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
+            loss=loss, epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
+            critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
             ent_coef=config.ent_coef, kl_coef=config.kl_coef, target_kl=config.target_kl,
             max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
-        self.estimator = "gae"  # without a critic V = 0, and GAE gives each token its return
-        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, normalise=config.norm_adv)
+        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, group_size=config.episodes_per_task,
+                                      normalise={"gae": config.norm_adv, "group": True, "batch": False}[self.estimator])
 
         # BC examples come from TRAIN tasks only (task_examples refuses any other split).
         self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
@@ -179,7 +186,8 @@ class PPOTrainer(rl.Trainer):
                         f"--{name.replace('_', '-')} (the checkpoint decides) or pretrain a new model without --pretrained")
             return model
         start = time.perf_counter()
-        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim or 64, hidden_dim=c.hidden_dim or 256))
+        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim or 64,
+                                    hidden_dim=c.hidden_dim or 256)).to(self.device)
         examples = pretraining_texts(c.pretrain_regime, tasks=self.tasks, tokenizer=self.tokenizer)
         pretrain(model, self.tokenizer, examples, epochs=c.pretrain_epochs, lr=c.pretrain_lr,
                  batch_size=c.pretrain_batch_size, seed=c.seed, progress=self.progress)
@@ -224,7 +232,7 @@ class PPOTrainer(rl.Trainer):
         new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
                             if report.all_passed)
         explore_s = time.perf_counter() - t_explore
-        if not c.critic:  # no critic: V = 0 everywhere, so GAE returns each token's return as its advantage
+        if not self.critic:  # no critic: V = 0 everywhere (ppo: GAE then gives each token its return)
             ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
         return ro, dict(lr=lr, tasks=tasks, sampled=sampled, term_rows=term_rows, new_programs=new_programs,
                         explored=explored, rollout_s=rollout_s, explore_s=explore_s)
@@ -240,11 +248,11 @@ class PPOTrainer(rl.Trainer):
             if c.bc_coef > 0 or (c.sil_coef > 0 and sil_examples):
                 bc, sil = teacher_losses(self.model, self.tokenizer, self.bc_examples, sil_examples,
                                          self.rng, c.teacher_batch_size)
-                if bc is not None:
-                    loss = loss + bc_w * bc
+                if bc is not None:  # on the network's device; the RL loss is on the CPU, with the rollout
+                    loss = loss + bc_w * bc.cpu()
                     mb["bc_loss"] = bc.item()
                 if sil is not None:
-                    loss = loss + c.sil_coef * sil
+                    loss = loss + c.sil_coef * sil.cpu()
                     mb["sil_loss"] = sil.item()
             return loss
 
@@ -396,11 +404,11 @@ class PPOTrainer(rl.Trainer):
         c = self.config
         result = evaluate_policy(self.model, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
                                  max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
-        start = self._start_model()
+        start = self._start_model().to(self.device)
         baseline = evaluate_policy(start, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
                                    max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
         return {**{k: v for k, v in result.items() if k != "per_task"},
-                "updates": self.update, "seed": c.seed,
+                "updates": self.update, "seed": c.seed, "device": device_label(self.device),
                 "pretrain_seconds": round(self.pretrain_seconds, 1), "wall_seconds": round(self.wall(), 1),
                 "baseline": baseline, "per_task": result["per_task"]}
 

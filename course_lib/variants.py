@@ -53,7 +53,7 @@ _TRANSFORMS = [
 _NOUNS = ([("squares", "{v} * {v}"), ("cubes", "{v} * {v} * {v}"), ("doubles", "{v} * 2"),
            ("triples", "{v} * 3"), ("negatives", "-{v}"), ("absolute values", "abs({v})")]
           + [(f"remainders modulo {k}", f"{{v}} % {k}") for k in range(2, 8)]
-          + [(f"halves, rounded down,", "{v} // 2")])
+          + [("halves, rounded down,", "{v} // 2")])
 # number -> bool, as in "Return True if x is {phrase}, otherwise False." and "the numbers of xs that are ..."
 def _conditions(ks):
     return ([(f"divisible by {k}", f"{{v}} % {k} == 0", f"multiple_of_{k}") for k in ks if k > 1]

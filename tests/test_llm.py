@@ -195,6 +195,7 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
                         lambda name, **kw: calls.append(("tokenizer", name)) or FakeTokenizer())
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
                         lambda name, **kw: calls.append(("model", name, kw["dtype"])) or FakeModel())
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
     _, tokenizer = model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda")
     assert calls == [("tokenizer", model_zoo.DEEPSEEK_CODER_1_3B), ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.bfloat16),
                      ("to", "cuda")]

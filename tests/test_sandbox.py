@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from course_lib import sandbox
+from course_lib.sandbox.confine import descendants_of
 from course_lib.sandbox import (LEVELS, Sandbox, Status, TestReport, isolation_level,
                                 run_tests, run_tests_batch)
 
@@ -473,7 +474,7 @@ def test_worker_killed_mid_job_is_replaced(box):
     start_all_workers(box)
     pids = box.worker_pids()
     threading.Timer(0.3, kill_all, [[pid for p in pids for pid in
-                                     [p] + sandbox.host._descendants(p)]]).start()
+                                     [p] + descendants_of(p)]]).start()
     reports = box.run_tests_batch([("import time\ntime.sleep(2)", ["assert True"])] * 2,
                                   timeout=5)
     assert [r.status for r in reports] == [Status.CRASHED] * 2
@@ -482,7 +483,7 @@ def test_worker_killed_mid_job_is_replaced(box):
 
 def test_hung_worker_is_killed_by_the_callers_watchdog(box):
     start_all_workers(box)
-    tree = [pid for p in box.worker_pids() for pid in [p] + sandbox.host._descendants(p)]
+    tree = [pid for p in box.worker_pids() for pid in [p] + descendants_of(p)]
     for pid in tree:
         os.kill(pid, signal.SIGSTOP)        # stopped workers never answer
     started = time.monotonic()

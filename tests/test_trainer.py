@@ -217,3 +217,54 @@ def test_baselines_run_and_never_sample_test_tasks(tmp_path):
     assert [row["round"] for row in ei["curve"]] == [1, 2] and "val_pass_rate" in ei["curve"][-1]
     with pytest.raises(ValueError, match="test tasks"):
         best_of_n(model, tok, load_tasks("test")[:1], rounds=1, progress=False)
+
+
+def test_the_device_option_says_what_this_machine_lacks(finished_run, tmp_path, capsys):
+    from course_lib.config import resolve_device
+
+    assert resolve_device("cpu") == "cpu"
+    assert resolve_device("auto") == ("cuda" if torch.cuda.is_available() else "cpu")
+    with pytest.raises(ConfigError, match="unknown device 'tpu'; choose cpu, cuda or auto"):
+        resolve_device("tpu")
+    assert finished_run[1]["device"].startswith("cpu (")  # eval.json names what ran the network
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="no CUDA GPU on this machine.*pass --device cpu"):
+            resolve_device("cuda")
+        assert main(["ppo", "--out", str(tmp_path / "run"), "--device", "cuda", "--no-progress"]) == 2
+        assert "no CUDA GPU" in capsys.readouterr().out
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
+def test_a_run_on_the_gpu_trains_and_resumes_on_the_cpu(tmp_path):
+    config = PPOConfig(**TINY)
+    assert run(config, tmp_path, stop_after=2, progress=False, log=lambda *a: None, device="cuda") is None
+    result = run(config, tmp_path, resume=True, progress=False, log=lambda *a: None, device="cpu")
+    rows = ppo_run.read_metrics(tmp_path)
+    assert len(rows) == config.updates and all(0 <= row["pass_rate_sampled"] <= 1 for row in rows)
+    assert result["device"].startswith("cpu")
+
+
+@pytest.mark.parametrize("method", ["grpo", "reinforce"])
+def test_the_gru_trains_by_the_language_models_methods(method, monkeypatch):
+    """method picks the same parts of the RL core for the GRU as for the language model (rl.METHOD_PARTS):
+    grpo's advantages are centred within each task's group and leave the critic alone; REINFORCE makes one pass."""
+    config = PPOConfig(**{**TINY, "method": method, "updates": 2, "explore_episodes": 0, "eval_every": 0,
+                          "bc_coef": 0.0, "sil_coef": 0.0})
+    trainer = PPOTrainer(config, progress=False, log=lambda *a: None)
+    seen = []
+    real = tr.rl.advantages
+    monkeypatch.setattr(tr.rl, "advantages", lambda ro, est, **kw: seen.append((ro, est, real(ro, est, **kw)))
+                        or seen[-1][2])
+    critic = trainer.model.value_head.weight.detach().clone()
+    rows = trainer.train()
+    ro, estimator, (adv, _) = seen[0]
+    episode_adv = (adv * ro.mask).sum(1) / ro.mask.sum(1)  # the same advantage on every token of an episode
+    if method == "grpo":
+        assert estimator == "group"
+        groups = episode_adv.view(-1, config.episodes_per_task)
+        assert torch.allclose(groups.mean(1), torch.zeros(len(groups)), atol=1e-5)
+        assert torch.equal(trainer.model.value_head.weight, critic)  # no critic is trained
+        assert all(row["epochs_done"] == config.epochs for row in rows)
+    else:
+        assert estimator == "batch" and abs(float(episode_adv.mean())) < 1e-5
+        assert all(row["epochs_done"] == 1 for row in rows)

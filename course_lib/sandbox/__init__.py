@@ -26,7 +26,8 @@ How it works (the book's page ``sandbox_levels.md`` has the table):
 
 The package's parts: ``report`` (Status, TestReport), ``isolation`` (the levels and how each
 walls a worker off), ``host`` (a worker seen from the caller, and the pool), ``worker`` (the
-script that runs inside the walls), and here the functions the course calls.
+script that runs inside the walls), ``confine`` (what the kernel enforces there: limits, the uid
+drop, mounts, process trees), and here the functions the course calls.
 """
 
 from __future__ import annotations

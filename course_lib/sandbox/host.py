@@ -22,6 +22,7 @@ import weakref
 from concurrent.futures import ThreadPoolExecutor
 from typing import Optional, Sequence
 
+from course_lib.sandbox.confine import descendants_of  # the walk the worker does, standard library only
 from course_lib.sandbox.isolation import (LEVEL_ENV_VAR, LEVELS, WORKER_ENV, WORKER_SCRIPT, _isolation_prefix,
                                          _private_paths, _sandbox_uid)
 from course_lib.sandbox.report import Status, TestReport, _report
@@ -148,7 +149,7 @@ class _Worker:
         """
         if self.process is None:
             return
-        for pid in _descendants(self.process.pid) + [self.process.pid]:
+        for pid in descendants_of(self.process.pid) + [self.process.pid]:
             try:
                 os.kill(pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
@@ -196,12 +197,6 @@ def _read_exactly(fd: int, n: int, deadline: float) -> bytes:
         chunks.append(chunk)
         n -= len(chunk)
     return b"".join(chunks)
-
-
-def _descendants(root: int) -> list[int]:
-    """Pids whose chain of parents leads to ``root`` (the worker's own /proc walk)."""
-    from course_lib.sandbox.worker import descendants_of  # the worker script's code, read only for this walk
-    return descendants_of(root)
 
 
 # --------------------------------------------------------------------------

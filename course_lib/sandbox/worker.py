@@ -24,10 +24,9 @@ with keys ``uid`` (0: don't switch), ``scratch``, ``private_tmp``,
 """
 
 import builtins
-import ctypes
+import importlib.util
 import json
 import os
-import resource
 import select
 import signal
 import struct
@@ -39,19 +38,23 @@ import time
 import bisect, collections, functools, heapq, itertools, math, re, string, typing  # noqa
 
 RESULT_FD = 3                    # the child's private channel to the worker
-MAX_FILE_BYTES = 16 * 2**20      # RLIMIT_FSIZE: largest file the code may write
-MAX_OPEN_FILES = 256             # RLIMIT_NOFILE
-MAX_PROCESSES = 100              # RLIMIT_NPROC, per sandbox uid (threads count too)
 MAX_CHANNEL_BYTES = 2**20        # more result bytes than this is a flood
 MAX_MESSAGE_CHARS = 300          # error messages are cut to this length
 CLEANUP_SECONDS = 0.5            # time allowed to kill and reap leftovers
 
-_PR_SET_PDEATHSIG = 1
-_PR_SET_CHILD_SUBREAPER = 36
-_PR_SET_KEEPCAPS = 8
-_MS_NOSUID, _MS_NODEV, _MS_BIND, _MS_REC = 2, 4, 4096, 16384
-_CAP_DAC_READ_SEARCH = 2
-_libc = ctypes.CDLL(None, use_errno=True)
+
+
+def _load_sibling(name):
+    """A module of this folder, loaded by its path: run as a script with -I, the worker has no folder of its
+    own on sys.path, and leaves it so (the code it runs should not import the sandbox's modules by accident)."""
+    path = os.path.join(os.path.dirname(os.path.abspath(__file__)), name + ".py")
+    spec = importlib.util.spec_from_file_location(f"_sandbox_{name}", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+confine = _load_sibling("confine")  # limits, the uid drop, mounts, process trees (confine.py)
 
 
 # --------------------------------------------------------------------------
@@ -187,7 +190,7 @@ builtins.exit = builtins.quit = _exit_builtin
 
 
 # --------------------------------------------------------------------------
-# The child: lock itself down, then run the harness.
+# The child: lock itself down (confine.py), then run the harness.
 # --------------------------------------------------------------------------
 
 def child_main(job, scratch, result_w, worker, nonce):
@@ -195,89 +198,19 @@ def child_main(job, scratch, result_w, worker, nonce):
     status = 70
     try:
         os.setsid()                          # own process group: killpg() hits only us
-        set_limits(job["timeout"], job["memory_mb"], worker.uid)
+        confine.set_limits(job["timeout"], job["memory_mb"], worker.uid)
         os.chdir(scratch)
         os.environ["TMPDIR"] = scratch
-        isolate_descriptors(result_w, worker.devnull)
+        confine.isolate_descriptors(result_w, worker.devnull, RESULT_FD)
         if worker.uid:
-            drop_privileges(worker.uid, worker.read_all)
-        # Die with the worker (set after the uid change, which clears it).
-        _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+            confine.drop_privileges(worker.uid, worker.read_all)
+        confine.die_with_parent()            # after the uid change, which clears it
         if os.getppid() != worker.pid:
             os._exit(status)
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)   # big files: OSError, not death
         status = run_harness(job["code"], job["tests"], nonce)
     finally:
         os._exit(status)                     # also stops non-daemon threads at once
-
-
-def set_limits(timeout, memory_mb, uid):
-    """Kernel-enforced ceilings, set before the uid drop so they cannot be raised.
-
-    RLIMIT_CPU is only a backstop: the wall-clock limit is enforced from outside
-    by the worker, which SIGKILLs the child at the deadline.
-    """
-    cpu = int(timeout) + 2
-    limits = {
-        resource.RLIMIT_AS: memory_mb * 2**20,
-        resource.RLIMIT_CPU: cpu,
-        resource.RLIMIT_FSIZE: MAX_FILE_BYTES,
-        resource.RLIMIT_NOFILE: MAX_OPEN_FILES,
-        resource.RLIMIT_CORE: 0,             # a segfault writes no core file
-    }
-    if uid:                                  # root ignores RLIMIT_NPROC, uid `uid` does not
-        limits[resource.RLIMIT_NPROC] = MAX_PROCESSES
-    for which, value in limits.items():
-        resource.setrlimit(which, (value, value))
-
-
-def isolate_descriptors(result_w, devnull):
-    """stdin, stdout, stderr -> /dev/null; results on fd 3; close everything else.
-
-    The code's output goes nowhere, so it can neither fill a pipe that someone
-    must drain nor print lines that look like results.
-    """
-    for fd in (0, 1, 2):
-        os.dup2(devnull, fd)
-    os.dup2(result_w, RESULT_FD, inheritable=False)   # not passed on to exec'd programs
-    os.closerange(RESULT_FD + 1, 2**31 - 1)
-
-
-def drop_privileges(uid, read_all):
-    """Become a uid that owns nothing: root-owned files become read-only,
-    the worker (root) cannot be signalled, and RLIMIT_NPROC applies.
-
-    ``read_all`` (the "process" level, when Python lives in a directory only
-    root may enter, such as pyenv's /root/.pyenv): keep exactly one
-    capability, CAP_DAC_READ_SEARCH, so the child can still import the
-    standard library. It can then read any file -- no worse than running as
-    the caller -- but still not write, signal root, or exceed RLIMIT_NPROC;
-    programs it exec's do not inherit the capability.
-    """
-    if read_all:
-        _libc.prctl(_PR_SET_KEEPCAPS, 1, 0, 0, 0)
-    os.setgroups([])
-    os.setresgid(uid, uid, uid)
-    os.setresuid(uid, uid, uid)
-    if read_all:
-        _keep_only_capability(_CAP_DAC_READ_SEARCH)
-
-
-class _CapHeader(ctypes.Structure):
-    _fields_ = [("version", ctypes.c_uint32), ("pid", ctypes.c_int)]
-
-
-class _CapData(ctypes.Structure):
-    _fields_ = [("effective", ctypes.c_uint32), ("permitted", ctypes.c_uint32),
-                ("inheritable", ctypes.c_uint32)]
-
-
-def _keep_only_capability(cap):
-    header = _CapHeader(0x20080522, 0)       # _LINUX_CAPABILITY_VERSION_3
-    data = (_CapData * 2)()
-    data[0].effective = data[0].permitted = 1 << cap
-    if _libc.capset(ctypes.byref(header), data) != 0:
-        raise OSError(ctypes.get_errno(), "capset failed")
 
 
 # --------------------------------------------------------------------------
@@ -328,7 +261,7 @@ class Worker:
             os.close(read_end)
             outcome_of_exit = self.kill_everything(pid)
         outcome.update(outcome_of_exit)
-        remove_tree(scratch)
+        confine.remove_tree(scratch)
         outcome["seconds"] = time.monotonic() - started
         return outcome
 
@@ -403,7 +336,7 @@ class Worker:
                 except ProcessLookupError:
                     pass
             else:
-                for descendant in descendants_of(self.pid):
+                for descendant in confine.descendants_of(self.pid):
                     try:
                         os.kill(descendant, signal.SIGKILL)
                     except ProcessLookupError:
@@ -421,61 +354,6 @@ def parse_record(line, seen, n_tests):
         seen["error"] = [record[1], " ".join(record[2:])]
     elif kind == "T" and len(record) >= 3 and record[1] == str(len(tests)):
         tests.append([record[2], record[3] if len(record) > 3 else ""])
-
-
-def descendants_of(root):
-    """Pids whose chain of parents leads to ``root``, read from /proc."""
-    children = {}
-    for name in os.listdir("/proc"):
-        if name.isdigit():
-            try:
-                with open(f"/proc/{name}/stat", "rb") as f:
-                    ppid = int(f.read().rsplit(b")", 1)[1].split()[1])
-            except (OSError, IndexError, ValueError):
-                continue                 # exited while we looked
-            children.setdefault(ppid, []).append(int(name))
-    found, todo = [], [root]
-    while todo:
-        for child in children.get(todo.pop(), ()):
-            found.append(child)
-            todo.append(child)
-    return found
-
-
-def remove_tree(path):
-    try:
-        os.rmdir(path)                   # the usual case: the code wrote nothing
-    except OSError:
-        import shutil
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def mount_private_tmp():
-    """At the ``unshare`` level: fresh tmpfs over the world-writable directories,
-    in our private mount namespace, so the code's files vanish with us."""
-    for path in ("/tmp", "/var/tmp", "/dev/shm"):
-        if os.path.isdir(path):
-            _mount(b"tmpfs", path, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=64m,mode=0755")
-
-
-def expose_behind_masks(masks, expose):
-    """At the ``unshare`` level: hide private directories (such as /root, where
-    pyenv may have put Python) behind an empty tmpfs, and bind back only the
-    paths the interpreter needs, so the unprivileged child can import modules
-    without seeing anything else there. (bubblewrap does the same with
-    --tmpfs/--dir/--ro-bind.)"""
-    handles = [(path, os.open(path, os.O_PATH)) for path in expose]  # before masking
-    for mask in masks:
-        _mount(b"tmpfs", mask, b"tmpfs", _MS_NOSUID | _MS_NODEV, b"size=1m,mode=0755")
-    for path, fd in handles:
-        os.makedirs(path, mode=0o755, exist_ok=True)
-        _mount(f"/proc/self/fd/{fd}".encode(), path, None, _MS_BIND | _MS_REC, None)
-        os.close(fd)
-
-
-def _mount(source, target, fstype, flags, data):
-    if _libc.mount(source, target.encode(), fstype, flags, data) != 0:
-        raise OSError(ctypes.get_errno(), f"cannot mount on {target}")
 
 
 def warm_up():
@@ -499,11 +377,10 @@ def main(argv):
     """``argv[0]`` is a JSON object of settings, written by course_lib.sandbox."""
     settings = json.loads(argv[0])
     if settings.get("private_tmp"):
-        mount_private_tmp()
+        confine.mount_private_tmp()
     if settings.get("masks"):
-        expose_behind_masks(settings["masks"], settings["expose"])
-    # Orphans of the job become our children, so we can always find and reap them.
-    _libc.prctl(_PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0)
+        confine.expose_behind_masks(settings["masks"], settings["expose"])
+    confine.adopt_orphans()
     warm_up()
     Worker(settings["uid"], settings["scratch"], settings.get("read_all", False)).serve()
 
