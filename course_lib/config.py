@@ -47,17 +47,21 @@ def override(base, name: str, default):
 
 
 def resolve_device(name):
-    """None / "auto": "cuda" when torch sees a GPU, else "cpu"; any other torch device ("cpu", "cuda:1",
-    torch.device("cpu", 0)) is returned as it is. A device this machine lacks, or a name torch does not
-    know, is a ConfigError that says what to pass instead."""
+    """None / "auto": "cuda" when torch sees a GPU, else "cpu"; "cpu" and "cuda" / "cuda:N" (or such a
+    torch.device) are returned as they are. Another kind, or a GPU this machine lacks, is a ConfigError
+    that says what to pass instead."""
     if name in (None, "auto"):
         return "cuda" if torch.cuda.is_available() else "cpu"
     try:
-        kind = torch.device(name).type
+        device = torch.device(name)
     except (RuntimeError, TypeError):
-        raise ConfigError(f"unknown device {name!r}; choose cpu, cuda or auto") from None
-    require(kind != "cuda" or torch.cuda.is_available(), f"device {str(name)!r}: torch sees no CUDA GPU on this "
-                                                         f"machine (torch {torch.__version__}); pass --device cpu, or auto")
+        device = None
+    require(device is not None and device.type in ("cpu", "cuda"), f"unknown device {name!r}; choose cpu, cuda "
+                                                                   f"(cuda:N for the N-th GPU) or auto")
+    if device.type == "cuda":
+        found = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        require(found > (device.index or 0), f"device {str(name)!r}: torch sees {found or 'no'} CUDA GPU(s) on "
+                                             f"this machine (torch {torch.__version__}); pass --device cpu, or auto")
     return name
 
 

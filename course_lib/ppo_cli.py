@@ -31,9 +31,10 @@ def add_arguments(parser) -> None:
     parser.add_argument("--stop-after", type=int, metavar="N", help="stop after N updates (state saved), as if interrupted")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
     parser.add_argument("--device", default="cpu",
-                        help="where the network runs: cpu, cuda, or auto (cuda if torch sees a GPU). The sandbox and "
-                             "the sampling stay on the CPU; the course's records were made on the CPU, the default, "
-                             "so the same command gives the same numbers on any machine [cpu]")
+                        help="where the network runs: cpu, cuda, or auto (cuda if torch sees a GPU). The sandbox, "
+                             "the sampling and the RL loss stay on the CPU. The book's records were made on the CPU, "
+                             "the default: with the batch's settings (book/how_to_run.md, 'Same numbers on another "
+                             "machine') the same command gives the book's numbers [cpu]")
     add_options(parser.add_argument_group("hyperparameters (defaults in brackets)"), PPOConfig)
     parser.set_defaults(func=main_ppo)
 

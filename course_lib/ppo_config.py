@@ -52,9 +52,11 @@ class PPOConfig(RLSettings):
                                        "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
     # --- the method: what the RL core builds the update from (course_lib.rl.METHOD_PARTS) ---------
     method: str = option("ppo", "ppo: the critic, GAE and the clipped loss (chapter 6); grpo: each task's "
-                                "episodes_per_task episodes are a group, A = (R - group mean) / group std, no critic; "
-                                "reinforce: A = R - the batch's mean, one pass of -A log p; teacher-grpo: grpo with "
-                                "chapter 8's teacher terms (bc_coef, sil_coef), which add to any method",
+                                "episodes_per_task episodes are a group, A = (R - group mean) / group std, no critic "
+                                "(critic, norm_adv, gae_lambda, vf_coef unused); reinforce: A = R - the batch's mean, "
+                                "one pass of -A log p (no clip, entropy bonus, KL or early stop); teacher-grpo: grpo "
+                                "with chapter 8's teacher terms. Those terms (bc_coef, sil_coef) are on by default for "
+                                "every method: --bc-coef 0 --sil-coef 0 gives the plain method",
                          choices=tuple(METHOD_PARTS))
     # --- GAE ------------------------------------------------------------------------
     gamma: float = option(1.0, "discount per token (1: a program is worth its reward however long)")
@@ -109,9 +111,12 @@ class PPOConfig(RLSettings):
             require(self.episodes_per_task >= 2, f"{self.method} compares the episodes of the same task: "
                                                  f"episodes_per_task must be >= 2, got {self.episodes_per_task}")
             require(self.teacher_episodes == 0, f"{self.method}: teacher episodes are extra rows, not samples of a "
-                                                "task's group; drop --teacher-episodes (bc_coef and sil_coef teach)")
+                                                "task's group; drop --teacher-source and --teacher-episodes (bc_coef "
+                                                "and sil_coef still teach)")
         require(self.method != "teacher-grpo" or self.bc_coef > 0 or self.sil_coef > 0,
                 "teacher-grpo is grpo with the teacher terms: set bc_coef or sil_coef above 0 (or use grpo)")
+        require(self.method != "reinforce" or self.kl_coef == 0,
+                f"reinforce's loss has no KL term: set kl_coef to 0 (got {self.kl_coef}), or use ppo or grpo")
         splits = self.splits
         require(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
         require(set(splits) <= {"train", "val"},

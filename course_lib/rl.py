@@ -108,20 +108,22 @@ class RLSettings(Config):
     """The knobs of the RL core that both policies' settings share: `course_lib.ppo_config.PPOConfig` (the GRU)
     and `course_lib.llm_rl.RLConfig` (the language model) extend it, and give their own default where the
     policy wants another (`course_lib.config.override`). Each knob has one help text and one check."""
-    seed: int = option(0, "seeds torch, numpy and python's random (the task order, the sampling, the minibatch "
-                          "order): same seed, same run on CPU")
+    seed: int = option(0, "seeds the run's random draws (the task order, the sampling, the minibatch order): "
+                          "same seed, same run on CPU")
     temperature: float = option(1.0, "rollout sampling temperature, softmax(logits / T) (> 0; above 1 explores more); "
                                      "the loss's log-probabilities use the same T")
     max_new_tokens: int = option(64, "a completion is cut after this many tokens without <eos>")
-    lr: float = option(1e-3, "peak learning rate of the trained parameters (Adam)")
+    lr: float = option(1e-3, "learning rate of the trained parameters (the GRU: Adam, the peak of a warm-up and "
+                             "cosine decay; the language model: AdamW, constant)")
     epochs: int = option(2, "passes over each rollout batch; REINFORCE makes one, since its data is on-policy only "
                             "before its first step")
-    clip_eps: float = option(0.2, "PPO's clip: the ratio pi_new / pi_old is clipped to [1 - eps, 1 + eps], so one "
-                                  "batch cannot move the policy far")
+    clip_eps: float = option(0.2, "the clip of ppo and grpo: the ratio pi_new / pi_old is clipped to [1 - eps, "
+                                  "1 + eps], so one batch cannot move the policy far")
     gae_lambda: float = option(0.95, "GAE lambda (with a critic): 0 one-step TD (biased, low variance), 1 Monte Carlo")
     vf_coef: float = option(0.5, "weight of the value loss (with a critic)")
     kl_coef: float = option(0.0, "weight of KL(policy || reference: the frozen starting policy), which keeps the "
-                                 "policy near what it learnt before RL; 0: off")
+                                 "policy near what it learnt before RL; 0: off (the GRU: any method but reinforce; "
+                                 "the language model: grpo and teacher-grpo)")
 
     def validate(self) -> None:
         for name in ("epochs", "max_new_tokens"):

@@ -206,7 +206,8 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     Only the episodes still running are fed to the network at each step (finished rows
     drop out of the batch), so a few long episodes do not make every row pay for them.
     The network runs on the model's device; each step's logits come back to the CPU, where the
-    token is drawn with `generator` (a CPU generator: the same draws on any device) and the Rollout kept.
+    token is drawn with `generator` (a CPU generator, whatever the device) and the Rollout is kept.
+    A GPU's logits differ from a CPU's in the last bits, so a GPU run's samples drift from a CPU run's.
     """
     env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
                          alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)

@@ -202,14 +202,16 @@ class PassingPrograms:
 def teacher_losses(model, tokenizer, bc_examples, sil_examples, rng: np.random.Generator, batch_size: int):
     """Cross-entropy by teacher forcing (chapter 4) on a random batch of each list, in ONE forward pass.
 
-    Returns (bc_loss, sil_loss): the mean loss per target token of each group, None for an empty list.
+    Returns (bc_loss, sil_loss): the mean loss per target token of each group (on the model's device),
+    None for an empty list.
     """
     groups = [[examples[i] for i in sorted(rng.choice(len(examples), size=min(batch_size, len(examples)),
                                                        replace=False))] if examples else []
               for examples in (bc_examples, sil_examples)]
     if not groups[0] and not groups[1]:
         return None, None
-    inputs, targets, loss_mask = make_batch(tokenizer, groups[0] + groups[1])
+    device = model.embed.weight.device
+    inputs, targets, loss_mask = (x.to(device) for x in make_batch(tokenizer, groups[0] + groups[1]))
     lengths = torch.tensor([len(tokenizer.encode(e.prompt + e.target)) + 1 for e in groups[0] + groups[1]])
     logits, _ = run_gru(model, inputs, lengths)  # <bos> + text: as many inputs as text tokens + 1
     per_token = torch.nn.functional.cross_entropy(

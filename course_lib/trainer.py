@@ -92,7 +92,7 @@ class PPOTrainer(rl.Trainer):
     (None: nothing is written; metrics stay in `self.metrics`).
     device: where the network runs ("cpu", "cuda", "auto"); sampling, the sandbox and the loss's
     bookkeeping stay on the CPU, so a run may resume on another device. Not a setting of the run:
-    eval.json says which device made it.
+    eval.json names the device that ran its last part.
     """
 
     def __init__(self, config: PPOConfig, out_dir=None, *, model=None, tokenizer=None, tasks=None,
