@@ -195,7 +195,8 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
                         lambda name, **kw: calls.append(("tokenizer", name)) or FakeTokenizer())
     monkeypatch.setattr(transformers.AutoModelForCausalLM, "from_pretrained",
                         lambda name, **kw: calls.append(("model", name, kw["dtype"])) or FakeModel())
-    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a GPU machine
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a machine with one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
     _, tokenizer = model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda")
     assert calls == [("tokenizer", model_zoo.DEEPSEEK_CODER_1_3B), ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.bfloat16),
                      ("to", "cuda")]

@@ -219,7 +219,7 @@ def test_baselines_run_and_never_sample_test_tasks(tmp_path):
         best_of_n(model, tok, load_tasks("test")[:1], rounds=1, progress=False)
 
 
-def test_the_device_option_says_what_this_machine_lacks(finished_run, tmp_path, capsys):
+def test_the_device_option_says_what_this_machine_lacks(finished_run, tmp_path, capsys, monkeypatch):
     from course_lib.config import resolve_device
 
     assert resolve_device("cpu") == "cpu"
@@ -232,6 +232,11 @@ def test_the_device_option_says_what_this_machine_lacks(finished_run, tmp_path, 
             resolve_device("cuda")
         assert main(["ppo", "--out", str(tmp_path / "run"), "--device", "cuda", "--no-progress"]) == 2
         assert "no CUDA GPU" in capsys.readouterr().out
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a machine with one GPU
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    assert resolve_device("cuda:0") == "cuda:0" and resolve_device("auto") == "cuda"
+    with pytest.raises(ConfigError, match="'cuda:1': torch sees 1 CUDA GPU"):
+        resolve_device("cuda:1")
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU")
