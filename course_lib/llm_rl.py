@@ -148,7 +148,8 @@ def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alp
     return torch.tensor([reward.weighted({"pass": float(p), "tokens": token_length_penalty(n_tokens=n)})
                          for p, n in zip(passed, n_tokens)])
 
-KL_METHODS = ("grpo", "teacher-grpo")  # kl_coef pulls these towards the reference; the report's REINFORCE and PPO have no KL
+# kl_coef pulls these methods towards the reference; the DeepSeek-Coder LoRA-RL report's REINFORCE and PPO have no KL
+KL_METHODS = ("grpo", "teacher-grpo")
 
 
 # -----------------------------------------------------------------------------

@@ -125,8 +125,8 @@ class PPOConfig(RLSettings):
              f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
         for name in ("hidden_dim", "embed_dim"):
             require(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
-        for name in ("updates", "episodes_per_update", "minibatch_size", "pretrain_epochs", "pretrain_batch_size", "teacher_batch_size",
-                     "sil_per_task", "episodes_per_task", "threads"):
+        for name in ("updates", "episodes_per_update", "minibatch_size", "pretrain_epochs", "pretrain_batch_size",
+                     "teacher_batch_size", "sil_per_task", "episodes_per_task", "threads"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("pretrain_lr", "max_grad_norm", "sandbox_timeout"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
