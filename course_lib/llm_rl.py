@@ -93,7 +93,7 @@ class RLConfig(rl.RLSettings):
         require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
         for name in ("steps", "prompts_per_step", "group_size"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        require(self.method not in ("grpo", "teacher-grpo") or self.group_size >= 2,
+        require(rl.METHOD_PARTS[self.method][0] != "group" or self.group_size >= 2,
                 f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
         for name in ("timeout", "clip_norm"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")

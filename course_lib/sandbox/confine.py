@@ -53,7 +53,7 @@ def set_limits(timeout, memory_mb, uid):
 
 
 def isolate_descriptors(result_w, devnull, result_fd):
-    """stdin, stdout, stderr -> /dev/null; results on fd 3; close everything else.
+    """stdin, stdout, stderr -> /dev/null; results on ``result_fd`` (the worker passes 3); close everything else.
 
     The code's output goes nowhere, so it can neither fill a pipe that someone
     must drain nor print lines that look like results.
