@@ -78,6 +78,21 @@ def measure_humaneval(model, tokenizer, seed: int) -> dict:
             "humaneval_test_tasks": len(result["per_task"])}
 
 
+def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", humaneval_train: bool = False) -> list:
+    """One seed's RL run on `model` (LoRA put on it); returns the per-step curve. See `main` for the arguments."""
+    from course_lib import llm_rl
+    from course_lib.trl_grpo import course_curve, train_trl_grpo
+
+    pool = llm_rl.rollout_tasks(tasks, humaneval_train=humaneval_train)
+    config = llm_rl.RLConfig(**rl, seed=seed)
+    if loop == "trl":
+        return course_curve(train_trl_grpo(model, tokenizer, pool, config), config.epochs)
+    history = llm_rl.train_rl(model, tokenizer, pool, config, progress=False)
+    return [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
+                               "clip_frac", "seconds", "teacher_sft_loss", "self_sft_loss") if k in r}
+            for r in history]
+
+
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
          humaneval: bool = False, loop: str = "course", humaneval_train: bool = False,
          rl_changes: dict | None = None) -> None:
@@ -92,11 +107,10 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     import torch
     import transformers
 
-    from course_lib import llm_rl, lm_policy
+    from course_lib import lm_policy
     from book_tools.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
-    from course_lib.trl_grpo import course_curve, train_trl_grpo
 
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
@@ -145,16 +159,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
             start_row.update(measure_humaneval(model, tokenizer, seed))
             print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
         start = time.perf_counter()
-        pool = llm_rl.rollout_tasks(tasks, humaneval_train=humaneval_train)
-        config = llm_rl.RLConfig(**rl, seed=seed)
-        if loop == "trl":
-            history = train_trl_grpo(model, tokenizer, pool, config)
-            curve = course_curve(history, config.epochs)
-        else:
-            history = llm_rl.train_rl(model, tokenizer, pool, config, progress=False)
-            curve = [{k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
-                                        "clip_frac", "seconds", "teacher_sft_loss", "self_sft_loss") if k in r}
-                     for r in history]
+        curve = train(model, tokenizer, tasks, rl, seed, loop=loop, humaneval_train=humaneval_train)
         train_seconds = time.perf_counter() - start
         row = {"model": label, "seed": seed, **measure(model, tokenizer, tasks, seed),
                **(measure_humaneval(model, tokenizer, seed) if humaneval else {}),

@@ -52,7 +52,8 @@ PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
                    ("benchmarks/trl_grpo.py", "notebooks/data/trl_grpo.json"),
                    ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_reinforce.json"),
                    ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_ppo.json"),
-                   ("benchmarks/smollm2_humaneval_rl.py", "notebooks/data/smollm2_humaneval_rl.json")),
+                   ("benchmarks/smollm2_humaneval_rl.py", "notebooks/data/smollm2_humaneval_rl.json"),
+                   ("benchmarks/smollm2_humaneval_problems.py", "notebooks/data/smollm2_humaneval_problems.json")),
     "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
                                ("benchmarks/smollm2_teacher_grpo.py", "notebooks/data/smollm2_teacher_grpo.json")),
 }

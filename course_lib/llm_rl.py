@@ -66,7 +66,7 @@ ROLLOUT_SPLITS = ("train", "val")
 
 @dataclass
 class RLConfig(rl.RLSettings):
-    method: str = option("grpo", "the RL method", choices=METHODS)
+    method: str = override(rl.RLSettings, "method", "grpo")
     steps: int = option(20, "optimiser rounds (one rollout batch each)")
     prompts_per_step: int = option(8, "tasks per rollout batch")
     group_size: int = option(4, "samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO")
@@ -89,7 +89,6 @@ class RLConfig(rl.RLSettings):
 
     def validate(self) -> None:
         super().validate()  # the core's knobs (course_lib.rl.RLSettings)
-        require(self.method in METHODS, f"unknown RL method {self.method!r}; choose one of {METHODS}")
         require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
         for name in ("steps", "prompts_per_step", "group_size"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")

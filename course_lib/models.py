@@ -110,9 +110,11 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
     was_training = model.training
     model.eval()
     try:
-        device = model.embed.weight.device  # the network runs there; the choice of each token on the CPU,
-        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)  # with a CPU generator: the
-        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])  # same draws
+        # The network runs on its device; each token is chosen on the CPU, with a CPU generator, so a seed
+        # gives the same draws on any device.
+        device = model.embed.weight.device
+        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
+        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
         out: list[list[int]] = [[] for _ in prompts]
         done = torch.zeros(len(prompts), dtype=torch.bool)
         for _ in range(max_new_tokens):

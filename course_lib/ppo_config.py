@@ -41,7 +41,8 @@ class PPOConfig(RLSettings):
     # --- rollouts -------------------------------------------------------------------
     updates: int = option(20, "number of PPO updates (rollout + learning) in the run")
     episodes_per_update: int = option(128, "episodes sampled in lockstep per update (B)")
-    episodes_per_task: int = option(8, "episodes per drawn task (its prompt is read once for all of them)")
+    episodes_per_task: int = option(8, "episodes per drawn task (its prompt is read once for all of them; grpo's "
+                                       "group)")
     temperature: float = override(RLSettings, "temperature", 1.5)
     max_new_tokens: int = override(RLSettings, "max_new_tokens", 160)
     unsolved_weight: float = option(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
@@ -50,14 +51,6 @@ class PPOConfig(RLSettings):
     sandbox_timeout: float = option(2.0, "seconds one program may run in the sandbox")
     reward: str = option("fraction=1", "reward terms and weights (chapter 7, course_lib.rewards), e.g. "
                                        "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
-    # --- the method: what the RL core builds the update from (course_lib.rl.METHOD_PARTS) ---------
-    method: str = option("ppo", "ppo: the critic, GAE and the clipped loss (chapter 6); grpo: each task's "
-                                "episodes_per_task episodes are a group, A = (R - group mean) / group std, no critic "
-                                "(critic, norm_adv, gae_lambda, vf_coef unused); reinforce: A = R - the batch's mean, "
-                                "one pass of -A log p (no clip, entropy bonus, KL or early stop); teacher-grpo: grpo "
-                                "with chapter 8's teacher terms. Those terms (bc_coef, sil_coef) are on by default for "
-                                "every method: --bc-coef 0 --sil-coef 0 gives the plain method",
-                         choices=tuple(METHOD_PARTS))
     # --- GAE ------------------------------------------------------------------------
     gamma: float = option(1.0, "discount per token (1: a program is worth its reward however long)")
     critic: bool = option(True, "learn V(s) and build advantages from it by GAE; off: no value loss, V = 0, so "
@@ -80,7 +73,8 @@ class PPOConfig(RLSettings):
     target_kl: float | None = option(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float,
                                     nullable=True)
     # --- teacher terms (chapter 8) -----------------------------------------------------
-    bc_coef: float = option(2.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught)")
+    bc_coef: float = option(2.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught); "
+                                 "on for every method: --bc-coef 0 --sil-coef 0 gives the plain method")
     sil_coef: float = option(0.5, "weight of self-imitation: cross-entropy on the policy's own passing programs")
     teacher_batch_size: int = option(32, "examples per gradient step for the two terms above")
     sil_per_task: int = option(4, "self-imitation keeps at most this many passing programs per task (the shortest)")
@@ -106,7 +100,6 @@ class PPOConfig(RLSettings):
 
     def validate(self) -> None:
         super().validate()  # the core's knobs (course_lib.rl.RLSettings)
-        require(self.method in METHOD_PARTS, f"unknown method {self.method!r}; choose one of {tuple(METHOD_PARTS)}")
         if METHOD_PARTS[self.method][0] == "group":
             require(self.episodes_per_task >= 2, f"{self.method} compares the episodes of the same task: "
                                                  f"episodes_per_task must be >= 2, got {self.episodes_per_task}")
