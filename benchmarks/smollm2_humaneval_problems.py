@@ -59,8 +59,8 @@ def main(seeds) -> None:
     transformers.utils.logging.disable_progress_bar()
     record = json.loads(RECORD.read_text())
     if (record["model"], record["greedy"], record["lora"]) != (MODEL, GREEDY, LORA):
-        raise SystemExit(f"{RECORD.relative_to(REPO_ROOT)} was made with other settings than benchmarks/smollm2_rl.py's: "
-                         "rerun benchmarks/smollm2_humaneval_rl.py first")
+        raise SystemExit(f"{RECORD.relative_to(REPO_ROOT)} was made with other settings than "
+                         "benchmarks/smollm2_rl.py's: rerun benchmarks/smollm2_humaneval_rl.py first")
     record_start = next(r for r in record["runs"] if r["model"] == "start")
     recorded = {r["seed"]: r for r in record["runs"] if r["model"] == record["rl"]["method"]}
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
@@ -78,18 +78,19 @@ def main(seeds) -> None:
         curve = train(model, tokenizer, tasks, record["rl"], seed, humaneval_train=True)
         answers = humaneval_test(model, tokenizer, seed)
         passed = sum(a["passed"] for a in answers.values())
-        reproduced = same_curve(curve, recorded[seed]["curve"]) and passed == recorded[seed]["humaneval_test_greedy_passed"]
-        if not reproduced:
-            raise SystemExit(f"seed {seed} did not reproduce {RECORD.relative_to(REPO_ROOT)}: "
-                             f"{passed} HumanEval test problems passed against {recorded[seed]['humaneval_test_greedy_passed']}; "
-                             f"curve {[r['reward'] for r in curve]} against {[r['reward'] for r in recorded[seed]['curve']]}")
+        then = recorded[seed]  # the record's row for this seed
+        if not (same_curve(curve, then["curve"]) and passed == then["humaneval_test_greedy_passed"]):
+            raise SystemExit(f"seed {seed} did not reproduce {RECORD.relative_to(REPO_ROOT)}: HumanEval test problems "
+                             f"passed {passed}, recorded {then['humaneval_test_greedy_passed']}; rewards per step "
+                             f"{[r['reward'] for r in curve]}, recorded {[r['reward'] for r in then['curve']]}")
         changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
         row = {"seed": seed, "passed": sorted(i for i in answers if answers[i]["passed"]),
-               "gained": [i for i in changed if answers[i]["passed"]], "lost": [i for i in changed if not answers[i]["passed"]],
+               "gained": [i for i in changed if answers[i]["passed"]],
+               "lost": [i for i in changed if not answers[i]["passed"]],
                "answers": {i: {"start": start_answers[i], "trained": answers[i]} for i in changed},
                "seconds": round(time.perf_counter() - start, 1)}
-        print(f"seed {seed}: reproduced the record; gained {row['gained']}, lost {row['lost']} ({row['seconds']:.0f} s)",
-              flush=True)
+        print(f"seed {seed}: reproduced the record; gained {row['gained']}, lost {row['lost']} "
+              f"({row['seconds']:.0f} s)", flush=True)
         old = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {}  # re-read: another process may have written
         runs = {r["seed"]: r for r in old.get("runs", [])}
         runs[seed] = row
