@@ -9,8 +9,9 @@ the start and each seed's trained model pass it greedily, with both answers wher
     python benchmarks/smollm2_humaneval_problems.py [SEED ...]
         writes notebooks/data/smollm2_humaneval_problems.json (about 20 min a seed on one core)
 
-Seeds already in the record are kept; run two processes with different seeds to use two cores (each
-writes only after re-reading the file).
+Seeds already in the record are kept. Two processes with different seeds use two cores, about 14 GB of
+memory each at their peak; each re-reads the file just before writing it, and two that finish in the same
+instant could still lose one seed's row (run that seed again).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ RECORD = REPO_ROOT / "notebooks" / "data" / "smollm2_humaneval_rl.json"
 OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_humaneval_problems.json"
 
 
-def humaneval_test(model, tokenizer, seed: int) -> dict:
+def greedy_answers(model, tokenizer, seed: int) -> dict:
     """Greedy answers to HumanEval's 33 test problems: {problem id: {"passed", "answer", "finish"}}."""
     from course_lib.evaluation import evaluate
     from course_lib.tasks import load_humaneval
@@ -68,27 +69,28 @@ def main(seeds) -> None:
     for seed in seeds:
         if seed not in recorded:
             raise SystemExit(f"seed {seed} is not in {RECORD.relative_to(REPO_ROOT)} (it has {sorted(recorded)})")
-        start = time.perf_counter()
+        t0 = time.perf_counter()
         model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
-        start_answers = humaneval_test(model, tokenizer, seed)
+        start_answers = greedy_answers(model, tokenizer, seed)  # the same for every seed: a check that it is
         start_passed = sum(a["passed"] for a in start_answers.values())
         if start_passed != record_start["humaneval_test_greedy_passed"]:
             raise SystemExit(f"the start passed {start_passed} HumanEval test problems, the record's "
                              f"{record_start['humaneval_test_greedy_passed']}: not the same model or evaluation")
         curve = train(model, tokenizer, tasks, record["rl"], seed, humaneval_train=True)
-        answers = humaneval_test(model, tokenizer, seed)
+        answers = greedy_answers(model, tokenizer, seed)
         passed = sum(a["passed"] for a in answers.values())
-        then = recorded[seed]  # the record's row for this seed
-        if not (same_curve(curve, then["curve"]) and passed == then["humaneval_test_greedy_passed"]):
+        recorded_row = recorded[seed]
+        if not (same_curve(curve, recorded_row["curve"]) and passed == recorded_row["humaneval_test_greedy_passed"]):
             raise SystemExit(f"seed {seed} did not reproduce {RECORD.relative_to(REPO_ROOT)}: HumanEval test problems "
-                             f"passed {passed}, recorded {then['humaneval_test_greedy_passed']}; rewards per step "
-                             f"{[r['reward'] for r in curve]}, recorded {[r['reward'] for r in then['curve']]}")
+                             f"passed {passed}, recorded {recorded_row['humaneval_test_greedy_passed']}; "
+                             f"rewards per step "
+                             f"{[r['reward'] for r in curve]}, recorded {[r['reward'] for r in recorded_row['curve']]}")
         changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
         row = {"seed": seed, "passed": sorted(i for i in answers if answers[i]["passed"]),
                "gained": [i for i in changed if answers[i]["passed"]],
                "lost": [i for i in changed if not answers[i]["passed"]],
                "answers": {i: {"start": start_answers[i], "trained": answers[i]} for i in changed},
-               "seconds": round(time.perf_counter() - start, 1)}
+               "seconds": round(time.perf_counter() - t0, 1)}
         print(f"seed {seed}: reproduced the record; gained {row['gained']}, lost {row['lost']} "
               f"({row['seconds']:.0f} s)", flush=True)
         old = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {}  # re-read: another process may have written
