@@ -109,10 +109,10 @@ class RLSettings(Config):
     and `course_lib.llm_rl.RLConfig` (the language model) extend it, and give their own default where the
     policy wants another (`course_lib.config.override`). Each knob has one help text and one check."""
     method: str = option("ppo", "how the update is built (METHOD_PARTS): ppo: a critic, GAE and the clipped loss; "
-                                "grpo: A = (R - the mean of the task's group of samples) / the group's std, the clipped "
-                                "loss, no critic (critic, gae_lambda and vf_coef unused); reinforce: A = R - the batch's "
-                                "mean, one pass of -A log p (no clip, KL or early stop); teacher-grpo: grpo with the "
-                                "teacher terms", choices=tuple(METHOD_PARTS))
+                                "grpo: A = (R - the mean of the task's group of samples) / the group's std, the "
+                                "clipped loss, no critic (critic, gae_lambda and vf_coef unused); reinforce: A = R - "
+                                "the batch's mean, one pass of -A log p (no clip, entropy bonus, KL or early stop); "
+                                "teacher-grpo: grpo with the teacher terms", choices=tuple(METHOD_PARTS))
     seed: int = option(0, "seeds the run's random draws (the task order, the sampling, the minibatch order): "
                           "same seed, same run on CPU")
     temperature: float = option(1.0, "rollout sampling temperature, softmax(logits / T) (> 0; above 1 explores more); "
