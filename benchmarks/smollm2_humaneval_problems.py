@@ -71,7 +71,8 @@ def main(seeds) -> None:
             raise SystemExit(f"seed {seed} is not in {RECORD.relative_to(REPO_ROOT)} (it has {sorted(recorded)})")
         t0 = time.perf_counter()
         model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
-        start_answers = greedy_answers(model, tokenizer, seed)  # the same for every seed: a check that it is
+        # evaluated for every seed: each seed's fresh LoRA (B = 0) must give the record's start
+        start_answers = greedy_answers(model, tokenizer, seed)
         start_passed = sum(a["passed"] for a in start_answers.values())
         if start_passed != record_start["humaneval_test_greedy_passed"]:
             raise SystemExit(f"the start passed {start_passed} HumanEval test problems, the record's "
@@ -82,9 +83,9 @@ def main(seeds) -> None:
         recorded_row = recorded[seed]
         if not (same_curve(curve, recorded_row["curve"]) and passed == recorded_row["humaneval_test_greedy_passed"]):
             raise SystemExit(f"seed {seed} did not reproduce {RECORD.relative_to(REPO_ROOT)}: HumanEval test problems "
-                             f"passed {passed}, recorded {recorded_row['humaneval_test_greedy_passed']}; "
-                             f"rewards per step "
-                             f"{[r['reward'] for r in curve]}, recorded {[r['reward'] for r in recorded_row['curve']]}")
+                             f"passed {passed}, recorded {recorded_row['humaneval_test_greedy_passed']}; rewards "
+                             f"per step {[r['reward'] for r in curve]}, recorded "
+                             f"{[r['reward'] for r in recorded_row['curve']]}")
         changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
         row = {"seed": seed, "passed": sorted(i for i in answers if answers[i]["passed"]),
                "gained": [i for i in changed if answers[i]["passed"]],
