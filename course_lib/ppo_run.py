@@ -79,22 +79,34 @@ def latest_state(out_dir) -> Path | None:
     return None
 
 
-def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None) -> dict:
+def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None, log=print) -> dict:
     """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
-    or on the tasks of another folder (the checkpoint's vocabulary must cover their prompts)."""
+    or on the tasks of another folder.
+
+    The checkpoint's vocabulary must cover every prompt of the course's tasks (else it is from another
+    vocabulary: an error). A task of another folder whose prompt holds a character the vocabulary lacks
+    cannot be read, so it fails: it stays in the pass rates, with status "unreadable" and the reason,
+    and `log` names it. A folder none of whose tasks can be read is an error."""
 
     model, tokenizer, extra = load_checkpoint(path)
     tasks = load_tasks(tasks_dir=tasks_dir, fields=fields)
+    unreadable = {}
     for t in tasks:
         try:
             tokenizer.encode(t.prompt)
         except UnknownCharacterError as e:
-            raise CheckpointMismatchError(f"{path} cannot read task {t.id!r} ({t.source}): {e}") from None
+            if tasks_dir is None or len(unreadable) + 1 == len(tasks):
+                raise CheckpointMismatchError(f"{path} cannot read task {t.id!r} ({t.source}): {e}") from None
+            unreadable[t.id] = str(e)
+    if unreadable:
+        log(f"warning: {path} cannot read {len(unreadable)} of {len(tasks)} tasks ({', '.join(unreadable)}): "
+            "a character of the prompt is not in its vocabulary; they count as failed (status 'unreadable')")
     alphabet = extra.get("alphabet")
     if alphabet is None:  # a chapter-4 checkpoint: the course's alphabet
         alphabet = action_alphabet(load_tasks("train"), tokenizer).tolist()
     max_new = max_new_tokens or extra.get("max_new_tokens", 160)
-    result = evaluate_policy(model, tokenizer, tasks, allowed_ids=alphabet, max_new_tokens=max_new)
+    result = evaluate_policy(model, tokenizer, tasks, allowed_ids=alphabet, max_new_tokens=max_new,
+                             skip=unreadable)
     return {"checkpoint": str(path), "tasks_dir": str(tasks_dir) if tasks_dir else None, **result}
 
 

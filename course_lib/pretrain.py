@@ -309,13 +309,24 @@ def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float
 
 
 def evaluate_policy(model: GRUPolicy, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
-                    timeout: float = 2.0) -> dict:
-    """Greedy decoding on every task: the pass rate of each split (and near/far), and each task's result."""
-    tasks, completions, reports = attempts(model, tokenizer, list(tasks), greedy=True, max_new_tokens=max_new_tokens,
-                                           allowed_ids=allowed_ids, timeout=timeout)
-    per_task = [{"id": t.id, "split": t.split, "novelty": t.novelty, "passed": r.all_passed,
-                 "fraction": round(r.fraction, 4), "status": getattr(r.status, "value", str(r.status)),
-                 "completion": c} for t, c, r in zip(tasks, completions, reports)]
+                    timeout: float = 2.0, skip: dict[str, str] | None = None) -> dict:
+    """Greedy decoding on every task: the pass rate of each split (and near/far), and each task's result.
+    skip: {task id: reason} of tasks not run (a prompt the vocabulary cannot encode); each counts as failed."""
+    skip = skip or {}
+    tasks = list(tasks)
+    run, completions, reports = attempts(model, tokenizer, [t for t in tasks if t.id not in skip], greedy=True,
+                                         max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, timeout=timeout)
+    done = {t.id: (c, r) for t, c, r in zip(run, completions, reports)}
+    per_task = []
+    for t in tasks:
+        row = {"id": t.id, "split": t.split, "novelty": t.novelty}
+        if t.id in skip:
+            row.update(passed=False, fraction=0.0, status="unreadable", completion="", reason=skip[t.id])
+        else:
+            c, r = done[t.id]
+            row.update(passed=r.all_passed, fraction=round(r.fraction, 4),
+                       status=getattr(r.status, "value", str(r.status)), completion=c)
+        per_task.append(row)
     out = {f"{group}_pass_rate": round(sum(r["passed"] for r in rows) / len(rows), 4)
            for group, rows in split_groups(per_task).items()}
     out["per_task"] = per_task

@@ -14,9 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.tasks import (SPLITS, Task, TaskFormatError, default_tasks_dir, edit_distance,
+from course_lib.tasks import (NOVELTIES, SPLITS, Task, TaskFormatError, default_tasks_dir, edit_distance,
                               load_humaneval, load_mbpp_jsonl, load_task_file, load_tasks,
-                              nearest_train_distances)
+                              nearest_train_distances, split_groups)
 
 FIXTURES = Path(__file__).parent / "fixtures"
 MBPP_SAMPLE = FIXTURES / "mbpp_sample.jsonl"
@@ -89,6 +89,7 @@ def test_set_size_and_splits():
     for s in ("val", "test"):
         novelties = [t.novelty for t in by_split[s]]
         assert len(novelties) >= 12, s
+        assert set(novelties) <= set(NOVELTIES), s  # every course val/test task is labelled
         assert novelties.count("far") >= 3, s
         assert novelties.count("near") > novelties.count("far"), s  # mostly near variants
     assert all(t.novelty is None for t in by_split["train"])
@@ -183,6 +184,14 @@ def test_good_template_loads(tmp_path):
     assert task.id == "inc" and task.family == "demo" and task.novelty == "near" and task.difficulty == 1
 
 
+def test_novelty_is_optional_outside_the_course(tmp_path):
+    """A held-out set written elsewhere need not label novelty: its results group by split alone."""
+    [task] = load_task_file(write(tmp_path, "demo.toml", GOOD.replace('novelty = "near"\n', "")))
+    assert task.split == "val" and task.novelty is None
+    groups = split_groups([{"id": task.id, "split": task.split, "novelty": task.novelty}])
+    assert list(groups) == ["val"]
+
+
 @pytest.mark.parametrize("old, new, field", [
     ('entry_point = "inc"\n', "", "entry_point"),                      # missing field
     ('id = "inc"', 'id = 7', "id"),                                      # wrong type
@@ -190,7 +199,6 @@ def test_good_template_loads(tmp_path):
     ('"assert inc(0) == 1"', '3', "tests"),                             # non-string test
     ('"assert inc(0) == 1"', '"assert (inc(0) == 1, 1)"', "tests"),     # always-true assert warns
     ('split = "val"', 'split = "dev"', "split"),                        # bad split
-    ('novelty = "near"\n', "", "novelty"),                              # val needs novelty
     ('split = "val"', 'split = "train"', "novelty"),                   # train must not have it
     ('novelty = "near"', 'novelty = "close"', "novelty"),
     ('entry_point = "inc"', 'entry_point = "dec"', "entry_point"),     # not defined in prompt

@@ -16,7 +16,7 @@ from course_lib.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 from course_lib.ppo_run import run
 from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler
-from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
+from toy_tasks import TRAIN, VAL, write_toy_tasks  # tests/toy_tasks.py
 
 # A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
 TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
@@ -198,6 +198,17 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
     result = json.loads((tmp_path / "e.json").read_text())
     assert [r["id"] for r in result["per_task"]] == ["nothing", "nothing_val"]
     assert "train_pass_rate" in capsys.readouterr().out
+
+    # a held-out task the vocabulary cannot read (and with no novelty label) fails; the others still run
+    accented = VAL.replace("nothing_val", "nothing_ete").replace('novelty = "near"\n', "").replace(
+        "Return nothing.", "Return nothing, d\u00e9j\u00e0 vu.")
+    (tmp_path / "toy.toml").write_text(TRAIN + VAL + accented)
+    assert main(["eval", "--checkpoint", str(tmp_path / "ours.pt"), "--tasks", str(tmp_path),
+                 "--max-new-tokens", "4", "--out", str(tmp_path / "e.json")]) == 0
+    rows = {r["id"]: r for r in json.loads((tmp_path / "e.json").read_text())["per_task"]}
+    assert rows["nothing_ete"]["status"] == "unreadable" and not rows["nothing_ete"]["passed"]
+    assert "U+00E9" in rows["nothing_ete"]["reason"] and rows["nothing_val"]["status"] != "unreadable"
+    assert "cannot read 1 of 3 tasks (nothing_ete)" in capsys.readouterr().out
 
 
 def test_baselines_run_and_never_sample_test_tasks(tmp_path):

@@ -44,7 +44,7 @@ def test_task_file_errors_name_the_problem(tmp_path):
         parse_field_map("question=prompt")
     bad = tmp_path / "bad.jsonl"
     bad.write_text(json.dumps({"id": "f", "prompt": "def f():\n", "entry_point": "f", "solution": "    return 1\n",
-                               "tests": ["assert f() == 1"], "split": "val"}) + "\n")
+                               "tests": ["assert f() == 1"], "split": "val", "novelty": "close"}) + "\n")
     with pytest.raises(TaskFormatError, match=r"bad.jsonl:1: field 'novelty'"):
         load_task_records(bad)
     with pytest.raises(TaskFormatError, match="unknown task file type"):

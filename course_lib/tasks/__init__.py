@@ -13,9 +13,10 @@ what each task may be used for:
     val    RL may use its tests as reward; its solutions never enter training
     test   never used in training at all; only for the final evaluation
 
-val/test tasks carry a `novelty`: "near" (a small variant of a training task,
-same idiom) or "far" (an idea not present in training). See
-`nearest_train_distances` for a number that backs the label up.
+The course's val/test tasks carry a `novelty`: "near" (a small variant of a
+training task, same idiom) or "far" (an idea not present in training). See
+`nearest_train_distances` for a number that backs the label up. Another task
+set may leave it out: its results are then grouped by split alone.
 
 The package: `core` (Task, the splits, the checks every task passes), `course` (the course's
 TOML files, `load_tasks`, novelty distances) and `formats` (HumanEval, MBPP-style, JSONL/Parquet

@@ -73,7 +73,7 @@ def split_legend(kind: str = "rl") -> str:
     return "splits: " + " · ".join(f"{s} ({role})" for s, role in SPLIT_ROLES[kind].items())
 
 
-# field -> (type, required). novelty's requirement depends on the split; checked below.
+# field -> (type, required). novelty is allowed only on val/test tasks; checked below.
 _TASK_FIELDS = {
     "id": (str, True),
     "split": (str, True),
@@ -131,8 +131,8 @@ def _validate_task(raw, index: int, path: Path, family: str) -> Task:
     novelty = raw.get("novelty")
     if split == "train" and novelty is not None:
         fail("field 'novelty': only allowed for val/test tasks (novelty is relative to train)")
-    if split != "train" and novelty not in NOVELTIES:
-        fail(f"field 'novelty': required for {split} tasks, expected one of {NOVELTIES}, got {novelty!r}")
+    if novelty is not None and novelty not in NOVELTIES:
+        fail(f"field 'novelty': expected one of {NOVELTIES}, got {novelty!r}")
     difficulty = raw.get("difficulty", 1)
     if not 1 <= difficulty <= 3:
         fail(f"field 'difficulty': expected 1, 2 or 3, got {difficulty!r}")
