@@ -2,9 +2,12 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
 import os
 import statistics
+import tempfile
 from pathlib import Path
 
 
@@ -19,6 +22,16 @@ def write_json(path: Path, data) -> None:
     """`data` as indented JSON with a final newline, creating the folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+@contextlib.contextmanager
+def locked(path: Path):
+    """Hold an exclusive lock named after `path` (a file in the temporary folder) for a read-modify-write
+    of it, so processes that update one record at the same time take turns instead of losing a write."""
+    name = "course_lib-" + str(Path(path).resolve()).strip("/").replace("/", "_") + ".lock"
+    with open(Path(tempfile.gettempdir()) / name, "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield
 
 
 def provenance(pretrained: Path) -> dict:

@@ -10,8 +10,7 @@ the start and each seed's trained model pass it greedily, with both answers wher
         writes notebooks/data/smollm2_humaneval_problems.json (about 20 min a seed on one core)
 
 Seeds already in the record are kept. Two processes with different seeds use two cores, about 14 GB of
-memory each at their peak; each re-reads the file just before writing it, and two that finish in the same
-instant could still lose one seed's row (run that seed again).
+memory each at their peak; each adds its row under a lock (`_common.locked`), so neither loses the other's.
 """
 
 from __future__ import annotations
@@ -24,21 +23,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_json  # noqa: E402
-from smollm2_rl import GREEDY, LORA, MODEL, REPO_ROOT, train  # noqa: E402
+from _common import locked, write_json  # noqa: E402
+from smollm2_rl import GREEDY, LORA, MODEL, REPO_ROOT, measure_humaneval, train  # noqa: E402
 
 RECORD = REPO_ROOT / "notebooks" / "data" / "smollm2_humaneval_rl.json"
 OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_humaneval_problems.json"
-
-
-def greedy_answers(model, tokenizer, seed: int) -> dict:
-    """Greedy answers to HumanEval's 33 test problems: {problem id: {"passed", "answer", "finish"}}."""
-    from course_lib.evaluation import evaluate
-    from course_lib.tasks import load_humaneval
-
-    result = evaluate(model, tokenizer, load_humaneval("test"), seed=seed, **GREEDY)
-    return {r["id"]: {"passed": r["greedy_passed"], "answer": r["greedy_completion"], "finish": r["greedy_finish"]}
-            for r in result["per_task"]}
 
 
 def same_curve(mine: list, recorded: list) -> bool:
@@ -72,14 +61,14 @@ def main(seeds) -> None:
         t0 = time.perf_counter()
         model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
         # evaluated for every seed: each seed's fresh LoRA (B = 0) must give the record's start
-        start_answers = greedy_answers(model, tokenizer, seed)
-        start_passed = sum(a["passed"] for a in start_answers.values())
+        start = measure_humaneval(model, tokenizer, seed, answers=True)
+        start_answers, start_passed = start["answers"], start["humaneval_test_greedy_passed"]
         if start_passed != record_start["humaneval_test_greedy_passed"]:
             raise SystemExit(f"the start passed {start_passed} HumanEval test problems, the record's "
                              f"{record_start['humaneval_test_greedy_passed']}: not the same model or evaluation")
         curve = train(model, tokenizer, tasks, record["rl"], seed, humaneval_train=True)
-        answers = greedy_answers(model, tokenizer, seed)
-        passed = sum(a["passed"] for a in answers.values())
+        trained = measure_humaneval(model, tokenizer, seed, answers=True)
+        answers, passed = trained["answers"], trained["humaneval_test_greedy_passed"]
         recorded_row = recorded[seed]
         if not (same_curve(curve, recorded_row["curve"]) and passed == recorded_row["humaneval_test_greedy_passed"]):
             raise SystemExit(f"seed {seed} did not reproduce {RECORD.relative_to(REPO_ROOT)}: HumanEval test problems "
@@ -94,15 +83,16 @@ def main(seeds) -> None:
                "seconds": round(time.perf_counter() - t0, 1)}
         print(f"seed {seed}: reproduced the record; gained {row['gained']}, lost {row['lost']} "
               f"({row['seconds']:.0f} s)", flush=True)
-        old = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {}  # re-read: another process may have written
-        runs = {r["seed"]: r for r in old.get("runs", [])}
-        runs[seed] = row
-        write_json(OUTPUT, {
-            "script": "benchmarks/smollm2_humaneval_problems.py", "record": str(RECORD.relative_to(REPO_ROOT)),
-            "model": MODEL, "rl": record["rl"], "greedy": GREEDY, "lora": LORA,
-            "start_passed": sorted(i for i in start_answers if start_answers[i]["passed"]),
-            "runs": [runs[s] for s in sorted(runs)], "torch_threads": torch.get_num_threads(),
-            "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
+        with locked(OUTPUT):  # another process may be writing another seed's row
+            old = json.loads(OUTPUT.read_text()) if OUTPUT.exists() else {}
+            runs = {r["seed"]: r for r in old.get("runs", [])}
+            runs[seed] = row
+            write_json(OUTPUT, {
+                "script": "benchmarks/smollm2_humaneval_problems.py", "record": str(RECORD.relative_to(REPO_ROOT)),
+                "model": MODEL, "rl": record["rl"], "greedy": GREEDY, "lora": LORA,
+                "start_passed": sorted(i for i in start_answers if start_answers[i]["passed"]),
+                "runs": [runs[s] for s in sorted(runs)], "torch_threads": torch.get_num_threads(),
+                "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
         del model
 
 

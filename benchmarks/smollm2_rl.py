@@ -67,15 +67,20 @@ def measure(model, tokenizer, tasks, seed: int) -> dict:
     return summarise(greedy, sampled)
 
 
-def measure_humaneval(model, tokenizer, seed: int) -> dict:
-    """Greedy pass@1 on HumanEval's 33 test problems (never trained on), with the same settings."""
+def measure_humaneval(model, tokenizer, seed: int, answers: bool = False) -> dict:
+    """Greedy pass@1 on HumanEval's 33 test problems (never trained on), with the same settings.
+    answers: also, under "answers", each problem's {"passed", "answer", "finish"}."""
     from course_lib.evaluation import evaluate
     from course_lib.tasks import load_humaneval
 
     result = evaluate(model, tokenizer, load_humaneval("test"), seed=seed, **GREEDY)
-    return {"humaneval_test_greedy_pass@1": result["test_greedy_pass@1"],
-            "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in result["per_task"]),
-            "humaneval_test_tasks": len(result["per_task"])}
+    out = {"humaneval_test_greedy_pass@1": result["test_greedy_pass@1"],
+           "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in result["per_task"]),
+           "humaneval_test_tasks": len(result["per_task"])}
+    if answers:
+        out["answers"] = {r["id"]: {"passed": r["greedy_passed"], "answer": r["greedy_completion"],
+                                    "finish": r["greedy_finish"]} for r in result["per_task"]}
+    return out
 
 
 def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", humaneval_train: bool = False) -> list:
