@@ -213,16 +213,18 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
     B = ro.actions.shape[0]
     size = s.minibatch_size or B
     logs: list[dict] = []
+    reference = frozen_reference(policy, ro) if s.kl_coef > 0 else None
     for epoch in range(1 if s.loss == "reinforce" else s.epochs):
         order = rng.permutation(B)
         for start in range(0, B, size):
             rows = torch.as_tensor(np.sort(order[start:start + size]))
             optimizer.zero_grad()
             if s.micro_batch_size and s.micro_batch_size < len(rows):
-                mb = accumulate(policy, ro, rows, adv, returns, s, add_terms=add_terms, backward=backward)
+                mb = accumulate(policy, ro, rows, adv, returns, s, add_terms=add_terms, backward=backward,
+                                reference=reference)
             else:
                 new_logprobs, entropy, new_values = policy.score(ro, rows)
-                ref_logprobs = policy.reference_logprobs(ro, rows) if s.kl_coef > 0 else None
+                ref_logprobs = reference(rows) if reference else None  # the same rows every epoch: computed once
                 loss, mb = rl_loss(new_logprobs, entropy, new_values, ro, rows, adv, returns, ref_logprobs, s)
                 loss = s.scale * loss
                 if add_terms is not None:
@@ -236,8 +238,22 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
     return logs, epoch + 1, False
 
 
+def frozen_reference(policy: Policy, ro: Rollout) -> Callable[[torch.Tensor], torch.Tensor]:
+    """rows -> policy.reference_logprobs(ro, rows), computed once for each set of rows: the reference is
+    frozen, so every epoch that visits the same rows (a whole-batch minibatch) reads the first epoch's
+    numbers instead of running the reference model again."""
+    cache: dict[tuple, torch.Tensor] = {}
+
+    def reference(rows: torch.Tensor) -> torch.Tensor:
+        key = tuple(rows.tolist())
+        if key not in cache:
+            cache[key] = policy.reference_logprobs(ro, rows)
+        return cache[key]
+    return reference
+
+
 def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s: LossSettings, *,
-               add_terms=None, backward=None) -> dict:
+               add_terms=None, backward=None, reference=None) -> dict:
     """One minibatch's gradient, summed over micro-batches of s.micro_batch_size episodes: the same gradient
     as one pass over all rows, with the activations of one micro-batch in memory at a time.
 
@@ -249,6 +265,8 @@ def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s:
     episode share, the ratio's standard deviation from the pooled moments.
     """
     parts = rows.split(s.micro_batch_size)
+    if s.kl_coef > 0 and reference is None:
+        reference = frozen_reference(policy, ro)
     tokens = ro.mask[rows].sum(dtype=torch.float64).clamp(min=1)
     token_shares = [float(ro.mask[p].sum(dtype=torch.float64) / tokens) for p in parts]
     row_shares = [len(p) / len(rows) for p in parts]
@@ -258,7 +276,7 @@ def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s:
     second_moment = 0.0  # E[ratio^2], to pool the ratio's standard deviation
     for i, part in enumerate(parts):
         new_logprobs, entropy, new_values = policy.score(ro, part)
-        ref_logprobs = policy.reference_logprobs(ro, part) if s.kl_coef > 0 else None
+        ref_logprobs = reference(part) if reference else None
         loss, part_stats = rl_loss(new_logprobs, entropy, new_values, ro, part, adv, returns, ref_logprobs, s)
         loss = s.scale * loss_shares[i] * loss
         if i == len(parts) - 1 and add_terms is not None:

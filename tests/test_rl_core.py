@@ -36,6 +36,33 @@ def spy_on_the_core(monkeypatch) -> list:
     return calls
 
 
+class Bandit(torch.nn.Module):
+    """A one-step policy over 5 actions: the smallest thing the core can train. It counts the rows of
+    every reference_logprobs call, and answers the uniform policy's log-probabilities."""
+
+    def __init__(self):
+        super().__init__()
+        self.logits = torch.nn.Parameter(torch.zeros(5))
+        self.reference_calls = []
+
+    def score(self, ro, rows):
+        return torch.log_softmax(self.logits, -1)[ro.actions[rows, :1]], None, None
+
+    def reference_logprobs(self, ro, rows):
+        self.reference_calls.append(rows.tolist())
+        return torch.full((len(rows), 1), float(np.log(0.2)))
+
+
+def bandit_rollout(B: int, rewarded: int) -> tuple[Rollout, torch.Tensor, torch.Tensor]:
+    """B one-step episodes of actions 0, 1, 2, 3, 4, 0, ... sampled uniformly, reward 1 for `rewarded`:
+    (the rollout, its batch-mean advantages, its returns)."""
+    actions = torch.arange(B)[:, None] % 5
+    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
+                 actions=actions, logprobs=torch.full((B, 1), float(np.log(0.2))), values=torch.zeros(B, 1),
+                 mask=torch.ones(B, 1), rewards=(actions == rewarded).float(), bootstrap=torch.zeros(B))
+    return (ro, *rl.advantages(ro, "batch"))
+
+
 def test_the_gru_and_the_language_model_go_through_the_same_trainer_step(small_dir, tasks, monkeypatch):
     """Chapter 6's GRU and chapter 10's language model (each of its methods) take the same rl.Trainer.step,
     which calls the same rl.learn: neither trainer overrides the step."""
@@ -101,33 +128,30 @@ def test_advantage_estimators_by_hand():
 def test_learn_stops_its_epochs_once_the_policy_moves_too_far():
     """target_kl: the epochs stop at the first minibatch whose approx-KL passes it (here a tiny bound)."""
     torch.manual_seed(0)
-
-    class Bandit(torch.nn.Module):  # a one-step policy over 5 actions: the smallest thing the core can train
-        def __init__(self):
-            super().__init__()
-            self.logits = torch.nn.Parameter(torch.zeros(5))
-
-        def score(self, ro, rows):
-            logp = torch.log_softmax(self.logits, -1)[ro.actions[rows, :1]]
-            return logp, None, None
-
-        def reference_logprobs(self, ro, rows):
-            raise AssertionError("no KL term was asked for")
-
     policy = Bandit()
-    B = 8
-    actions = torch.arange(B)[:, None] % 5
-    rewards = (actions == 3).float()
-    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
-                 actions=actions, logprobs=torch.full((B, 1), float(np.log(0.2))), values=torch.zeros(B, 1),
-                 mask=torch.ones(B, 1), rewards=rewards, bootstrap=torch.zeros(B))
-    adv, returns = rl.advantages(ro, "batch")
+    ro, adv, returns = bandit_rollout(8, rewarded=3)
     optimizer = torch.optim.SGD(policy.parameters(), lr=5.0)
     settings = rl.LossSettings(epochs=10, minibatch_size=4, target_kl=1e-3)
     logs, epochs_done, early = rl.learn(policy, ro, adv, returns, settings, optimizer, list(policy.parameters()),
                                         np.random.default_rng(0))
     assert early and epochs_done < 10 and logs[-1]["approx_kl"] > 1e-3
     assert policy.logits.argmax().item() == 3  # the rewarded action is now the likeliest
+    assert policy.reference_calls == []  # no KL term was asked for
+
+
+@pytest.mark.parametrize("micro_batch_size", [None, 3])
+def test_the_frozen_reference_is_scored_once_per_set_of_rows(micro_batch_size):
+    """A KL term needs log pi_ref of the rows; epochs that revisit the same rows reuse it."""
+    ro, adv, returns = bandit_rollout(6, rewarded=4)
+    policy = Bandit()
+    optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
+    settings = rl.LossSettings(epochs=3, kl_coef=0.5, micro_batch_size=micro_batch_size)
+    logs, epochs_done, _ = rl.learn(policy, ro, adv, returns, settings, optimizer, list(policy.parameters()),
+                                    np.random.default_rng(0))
+    assert epochs_done == 3 and all(mb["kl_ref"] > 0 for mb in logs[1:])  # the KL term is there
+    parts = [list(range(6))] if micro_batch_size is None else [[0, 1, 2], [3, 4, 5]]
+    assert policy.reference_calls == parts  # three epochs over the same rows: the reference scored once
+    assert policy.logits.argmax().item() == 4  # the update still learns the rewarded action
 
 
 @pytest.mark.parametrize("method", ["ppo", "teacher-grpo"])
@@ -216,20 +240,8 @@ def test_accumulate_calls_backward_once_per_micro_batch_whatever_the_extra_terms
     the extra terms ride on the last micro-batch's loss, so there is one call per micro-batch even when a
     process has no extra data (its extra terms are a constant 0 without a gradient)."""
 
-    class Bandit(torch.nn.Module):
-        def __init__(self):
-            super().__init__()
-            self.logits = torch.nn.Parameter(torch.zeros(5))
-
-        def score(self, ro, rows):
-            return torch.log_softmax(self.logits, -1)[ro.actions[rows, :1]], None, None
-
     B = 7
-    actions = torch.arange(B)[:, None] % 5
-    ro = Rollout(tasks=[None] * B, episodes=[], prompts=[[0]], prompt_index=torch.zeros(B, dtype=torch.long),
-                 actions=actions, logprobs=torch.full((B, 1), float(np.log(0.2))), values=torch.zeros(B, 1),
-                 mask=torch.ones(B, 1), rewards=(actions == 3).float(), bootstrap=torch.zeros(B))
-    adv, returns = rl.advantages(ro, "batch")
+    ro, adv, returns = bandit_rollout(B, rewarded=3)
     s = rl.LossSettings(epochs=1, micro_batch_size=3)  # 7 rows: micro-batches of 3, 3 and 1
     for extra in (lambda loss, stats: loss, lambda loss, stats: loss + 0.1 * Bandit().logits.sum()):
         calls = []

@@ -1,0 +1,124 @@
+"""How long one LoRA-GRPO step on SmolLM2-135M-Instruct takes on this machine, and where the time goes.
+
+One step of chapter 10's settings (`smollm2_rl.RL`: 4 prompts x a group of 4, up to 128 new tokens,
+2 epochs, a KL term) from the start, on the course's train + val tasks, with torch's default threads:
+the time of the whole step, of its rollout (sampling, the sandbox, log pi_old) and of its learning
+(the epochs), and how many times the frozen reference model was run. After one warm-up step, the same
+step is timed REPEATS times each way, alternating: as the course runs it (`rl.frozen_reference`: the
+reference scored once per set of rows) and with the reference scored again in every epoch, as the
+loop did before. Every timed step must give the same row of diagnostics.
+
+    python benchmarks/smollm2_step_time.py     writes benchmarks/records/smollm2_step_time.json (about 7 min)
+"""
+
+from __future__ import annotations
+
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write_json  # noqa: E402
+from smollm2_rl import LORA, MODEL, REPO_ROOT, RL  # noqa: E402
+
+OUTPUT = REPO_ROOT / "benchmarks" / "records" / "smollm2_step_time.json"
+SEED = 0
+REPEATS = 2
+STEP = {**RL, "steps": 1}  # chapter 10's settings, one step
+
+
+def every_epoch(policy, ro):
+    """The reference as the loop ran it before `rl.frozen_reference`: scored on every call."""
+    return lambda rows: policy.reference_logprobs(ro, rows)
+
+
+def one_step(rl_module, llm_rl, lm_policy, tasks) -> dict:
+    """One GRPO step from a fresh LoRA (the start), timed by phase; returns the times and the step's row."""
+    model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=SEED, **LORA)
+    calls = {"reference": 0}
+    reference_logprobs = lm_policy.LMActor.reference_logprobs
+
+    def counted(self, ro, rows):
+        calls["reference"] += 1
+        return reference_logprobs(self, ro, rows)
+
+    timed = {"collect": 0.0, "learn": 0.0}
+    collect, learn = llm_rl.LMTrainer.collect, rl_module.learn
+
+    def timed_collect(self):
+        t = time.perf_counter()
+        out = collect(self)
+        timed["collect"] += time.perf_counter() - t
+        return out
+
+    def timed_learn(*args, **kwargs):
+        t = time.perf_counter()
+        out = learn(*args, **kwargs)
+        timed["learn"] += time.perf_counter() - t
+        return out
+
+    lm_policy.LMActor.reference_logprobs = counted
+    llm_rl.LMTrainer.collect = timed_collect
+    rl_module.learn = timed_learn
+    try:
+        start = time.perf_counter()
+        [row] = llm_rl.train_rl(model, tokenizer, llm_rl.rollout_tasks(tasks),
+                                llm_rl.RLConfig(**STEP, seed=SEED), progress=False)
+        total = time.perf_counter() - start
+    finally:
+        lm_policy.LMActor.reference_logprobs = reference_logprobs
+        llm_rl.LMTrainer.collect = collect
+        rl_module.learn = learn
+    return {"step_seconds": round(total, 1), "rollout_seconds": round(timed["collect"], 1),
+            "learn_seconds": round(timed["learn"], 1), "reference_passes": calls["reference"],
+            "row": {k: v for k, v in row.items() if k != "seconds"}}
+
+
+def main() -> None:
+    import torch
+    import transformers
+
+    from book_tools.reproduce import cpu_model
+    from course_lib import llm_rl, lm_policy, rl
+    from course_lib.sandbox import run_tests
+    from course_lib.tasks import load_tasks
+
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    transformers.utils.logging.disable_progress_bar()
+    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    tasks = load_tasks()
+    variants = {"reference once per set of rows": None, "reference every epoch": every_epoch}
+    one_step(rl, llm_rl, lm_policy, tasks)  # warm-up: the first step in a process pays for allocations
+    rows = {label: [] for label in variants}
+    for _ in range(REPEATS):  # the variants alternate, so a machine that slows down hurts both alike
+        for label, reference in variants.items():
+            original = rl.frozen_reference
+            if reference is not None:
+                rl.frozen_reference = reference
+            try:
+                r = one_step(rl, llm_rl, lm_policy, tasks)
+            finally:
+                rl.frozen_reference = original
+            rows[label].append(r)
+            print(f"{label}: step {r['step_seconds']} s (rollout {r['rollout_seconds']} s, learn "
+                  f"{r['learn_seconds']} s), {r['reference_passes']} reference pass(es)", flush=True)
+    steps = [r["row"] for runs in rows.values() for r in runs]
+    if any(row != steps[0] for row in steps):
+        raise SystemExit(f"the steps differ: {steps}")
+    summary = {label: {key: round(statistics.mean(r[key] for r in runs), 1)
+                       for key in ("step_seconds", "rollout_seconds", "learn_seconds")}
+               for label, runs in rows.items()}
+    for label, mean in summary.items():
+        print(f"{label}, mean of {REPEATS}: {mean}")
+    write_json(OUTPUT, {"script": "benchmarks/smollm2_step_time.py", "model": MODEL, "rl": STEP, "lora": LORA,
+                        "seed": SEED, "rollout_pool": "course train + val", "repeats": REPEATS,
+                        "steps": rows, "mean": summary, "same_step": True, "torch_threads": torch.get_num_threads(),
+                        "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
+    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
+
+
+if __name__ == "__main__":
+    main()
