@@ -72,8 +72,8 @@ def add_eval_arguments(parser) -> None:
     which.add_argument("--checkpoint", help="a course GRU checkpoint (policy.pt, pretrained.pt, ...)")
     which.add_argument("--model", metavar="NAME", help="a transformer: smollm2-135m-instruct, tiny, a hub name "
                                                        "(deepseek-ai/deepseek-coder-1.3b-instruct) or a folder")
-    parser.add_argument("--tasks", metavar="PATH", help="folder of task TOML files, or a .jsonl/.parquet file of "
-                                                        "tasks; default: the course's tasks/")
+    parser.add_argument("--tasks", metavar="PATH", help="folder of task TOML files, one .toml file, or a "
+                                                        ".jsonl/.parquet file of tasks; default: the course's tasks/")
     parser.add_argument("--task-fields", metavar="RENAMES", help="for a .jsonl/.parquet file: ours=theirs field "
                                                                  "renames, e.g. prompt=question,solution=answer")
     parser.add_argument("--out", metavar="FILE", help="write the results as JSON here")

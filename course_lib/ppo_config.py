@@ -25,7 +25,7 @@ __all__ = ["PPOConfig", "ConfigError"]
 class PPOConfig(RLSettings):
     # --- the run -----------------------------------------------------------------
     pretrained: str | None = option(None, "course checkpoint to start from; none: pretrain first (chapter 4)", str)
-    tasks_dir: str | None = option(None, "folder of task TOML files, or one .jsonl/.parquet file; none: the course's tasks/", str)
+    tasks_dir: str | None = option(None, "folder of task TOML files, one .toml file, or one .jsonl/.parquet file; none: the course's tasks/", str)
     task_fields: str | None = option(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
                                            "'prompt=question,solution=answer'", str)
     rl_splits: str = option("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")

@@ -184,6 +184,16 @@ def test_good_template_loads(tmp_path):
     assert task.id == "inc" and task.family == "demo" and task.novelty == "near" and task.difficulty == 1
 
 
+def test_tasks_load_from_a_folder_or_one_toml_file_and_a_missing_path_is_named(tmp_path):
+    path = write(tmp_path, "demo.toml", GOOD)
+    assert [t.id for t in load_tasks(tasks_dir=path)] == [t.id for t in load_tasks(tasks_dir=tmp_path)] == ["inc"]
+    with pytest.raises(FileNotFoundError, match="nowhere does not exist: give a folder of TOML task files"):
+        load_tasks(tasks_dir=tmp_path / "nowhere")
+    (tmp_path / "empty").mkdir()
+    with pytest.raises(FileNotFoundError, match=r"no \*\.toml task files"):
+        load_tasks(tasks_dir=tmp_path / "empty")
+
+
 def test_novelty_is_optional_outside_the_course(tmp_path):
     """A held-out set written elsewhere need not label novelty: its results group by split alone."""
     [task] = load_task_file(write(tmp_path, "demo.toml", GOOD.replace('novelty = "near"\n', "")))

@@ -52,18 +52,21 @@ def load_task_file(path) -> list[Task]:
 def load_tasks(split: str | Sequence[str] | None = None, tasks_dir=None, fields=None) -> list[Task]:
     """All tasks of the given split(s), sorted by (split, family, id).
 
-    tasks_dir: a folder of TOML family files (default: the course's tasks/), or one
-    .jsonl/.parquet file read by `load_task_records` with the renames `fields`.
+    tasks_dir: a folder of TOML family files (default: the course's tasks/), one such .toml file,
+    or one .jsonl/.parquet file read by `load_task_records` with the renames `fields`.
     Every file is validated before anything is returned, so a single bad file
     means an exception, never a silently smaller task set.
     """
     splits = _normalise_splits(split)
     tasks_dir = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
+    if not tasks_dir.exists():
+        raise FileNotFoundError(f"{tasks_dir} does not exist: give a folder of TOML task files, one .toml file, "
+                                f"or a {'/'.join(RECORD_SUFFIXES)} file of tasks")
     if tasks_dir.suffix in RECORD_SUFFIXES:
         return [t for t in load_task_records(tasks_dir, field_map=fields) if t.split in splits]
     if fields:
         raise TaskFormatError(f"field renames ({fields!r}) apply to a .jsonl or .parquet task file, not to {tasks_dir}")
-    files = sorted(tasks_dir.glob("*.toml"))
+    files = [tasks_dir] if tasks_dir.is_file() and tasks_dir.suffix == ".toml" else sorted(tasks_dir.glob("*.toml"))
     if not files:
         raise FileNotFoundError(f"no *.toml task files in {tasks_dir}")
     tasks = [t for path in files for t in load_task_file(path)]
