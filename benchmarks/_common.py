@@ -7,7 +7,6 @@ import fcntl
 import json
 import os
 import statistics
-import tempfile
 from pathlib import Path
 
 
@@ -26,12 +25,14 @@ def write_json(path: Path, data) -> None:
 
 @contextlib.contextmanager
 def locked(path: Path):
-    """Hold an exclusive lock named after `path` (a file in the temporary folder) for a read-modify-write
-    of it, so processes that update one record at the same time take turns instead of losing a write."""
-    name = "course_lib-" + str(Path(path).resolve()).strip("/").replace("/", "_") + ".lock"
-    with open(Path(tempfile.gettempdir()) / name, "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
+    """Hold an exclusive lock on the folder of `path` for a read-modify-write of it, so processes that
+    update one record at the same time take turns instead of losing a write."""
+    folder = os.open(Path(path).parent, os.O_RDONLY)
+    try:
+        fcntl.flock(folder, fcntl.LOCK_EX)
         yield
+    finally:
+        os.close(folder)  # closing the descriptor releases the lock
 
 
 def provenance(pretrained: Path) -> dict:

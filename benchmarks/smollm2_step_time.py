@@ -115,7 +115,7 @@ def main() -> None:
         print(f"{label}, mean of {REPEATS}: {mean}")
     write_json(OUTPUT, {"script": "benchmarks/smollm2_step_time.py", "model": MODEL, "rl": STEP, "lora": LORA,
                         "seed": SEED, "rollout_pool": "course train + val", "repeats": REPEATS,
-                        "steps": rows, "mean": summary, "same_step": True, "torch_threads": torch.get_num_threads(),
+                        "runs": rows, "mean": summary, "same_step": True, "torch_threads": torch.get_num_threads(),
                         "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
 

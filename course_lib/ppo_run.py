@@ -18,7 +18,7 @@ from course_lib.env import action_alphabet
 from course_lib.plots import plot_training
 from course_lib.ppo_config import PPOConfig
 from course_lib.pretrain import evaluate_policy
-from course_lib.tasks import load_tasks
+from course_lib.tasks import TaskFormatError, load_tasks
 from course_lib.tokenizers import UnknownCharacterError, course_tokenizer
 from course_lib.trainer import (CHECKPOINT_DIR, EVAL_FILE, METRICS_FILE, PLOT_FILE, PRETRAINED_FILE, STATE_FILE,
                                 PPOTrainer)
@@ -81,23 +81,27 @@ def latest_state(out_dir) -> Path | None:
 
 def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None, log=print) -> dict:
     """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
-    or on the tasks of another folder.
+    or on the tasks of another folder or file.
 
-    The checkpoint's vocabulary must cover every prompt of the course's tasks (else it is from another
-    vocabulary: an error). A task of another folder whose prompt holds a character the vocabulary lacks
-    cannot be read, so it fails: it stays in the pass rates, with status "unreadable" and the reason,
-    and `log` names it. A folder none of whose tasks can be read is an error."""
+    Without tasks_dir, the checkpoint's vocabulary must cover every prompt of the course's tasks (else it
+    is from another vocabulary: an error). A task of tasks_dir whose prompt holds a character the
+    vocabulary lacks cannot be read, so it fails: it stays in the pass rates, with status "unreadable"
+    and the reason, and `log` names it. Tasks none of which can be read are an error."""
 
     model, tokenizer, extra = load_checkpoint(path)
     tasks = load_tasks(tasks_dir=tasks_dir, fields=fields)
+    if not tasks:
+        raise TaskFormatError(f"no tasks in {tasks_dir or 'the course task folder'}")
     unreadable = {}
     for t in tasks:
         try:
             tokenizer.encode(t.prompt)
         except UnknownCharacterError as e:
-            if tasks_dir is None or len(unreadable) + 1 == len(tasks):
-                raise CheckpointMismatchError(f"{path} cannot read task {t.id!r} ({t.source}): {e}") from None
-            unreadable[t.id] = str(e)
+            unreadable[t.id] = f"{e} ({t.source})"
+    if unreadable and (tasks_dir is None or len(unreadable) == len(tasks)):
+        first = next(iter(unreadable))
+        raise CheckpointMismatchError(f"{path} cannot read {len(unreadable)} of the {len(tasks)} tasks, "
+                                      f"e.g. task {first!r}: {unreadable[first]}")
     if unreadable:
         log(f"warning: {path} cannot read {len(unreadable)} of {len(tasks)} tasks ({', '.join(unreadable)}): "
             "a character of the prompt is not in its vocabulary; they count as failed (status 'unreadable')")

@@ -314,9 +314,12 @@ def evaluate_policy(model: GRUPolicy, tokenizer, tasks, *, allowed_ids, max_new_
     skip: {task id: reason} of tasks not run (a prompt the vocabulary cannot encode); each counts as failed."""
     skip = skip or {}
     tasks = list(tasks)
-    run, completions, reports = attempts(model, tokenizer, [t for t in tasks if t.id not in skip], greedy=True,
-                                         max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, timeout=timeout)
-    done = {t.id: (c, r) for t, c, r in zip(run, completions, reports)}
+    readable = [t for t in tasks if t.id not in skip]
+    done = {}
+    if readable:
+        run, completions, reports = attempts(model, tokenizer, readable, greedy=True, max_new_tokens=max_new_tokens,
+                                             allowed_ids=allowed_ids, timeout=timeout)
+        done = {t.id: (c, r) for t, c, r in zip(run, completions, reports)}
     per_task = []
     for t in tasks:
         row = {"id": t.id, "split": t.split, "novelty": t.novelty}

@@ -57,7 +57,8 @@ class Policy(Protocol):
         """log pi(a_t | s_t) of the ids in ro.actions (with gradients), the entropy H_t (or None) and V(s_t) (or None)."""
 
     def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
-        """log pi_ref(a_t | s_t) under the frozen reference policy, without gradients."""
+        """log pi_ref(a_t | s_t) under the frozen reference policy, without gradients: the same numbers
+        for the same rows whenever asked, with no randomness (`learn` asks once per set of rows)."""
 
 
 # =====================================================================================
@@ -224,7 +225,7 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
                                 reference=reference)
             else:
                 new_logprobs, entropy, new_values = policy.score(ro, rows)
-                ref_logprobs = reference(rows) if reference else None  # the same rows every epoch: computed once
+                ref_logprobs = reference(rows) if reference is not None else None  # same rows, same numbers: once
                 loss, mb = rl_loss(new_logprobs, entropy, new_values, ro, rows, adv, returns, ref_logprobs, s)
                 loss = s.scale * loss
                 if add_terms is not None:
@@ -241,7 +242,8 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
 def frozen_reference(policy: Policy, ro: Rollout) -> Callable[[torch.Tensor], torch.Tensor]:
     """rows -> policy.reference_logprobs(ro, rows), computed once for each set of rows: the reference is
     frozen, so every epoch that visits the same rows (a whole-batch minibatch) reads the first epoch's
-    numbers instead of running the reference model again."""
+    numbers instead of running the reference model again. Minibatches drawn anew each epoch rarely
+    repeat; their [rows, T] tensors stay until `learn` returns, a small price."""
     cache: dict[tuple, torch.Tensor] = {}
 
     def reference(rows: torch.Tensor) -> torch.Tensor:
@@ -276,7 +278,7 @@ def accumulate(policy: Policy, ro: Rollout, rows: torch.Tensor, adv, returns, s:
     second_moment = 0.0  # E[ratio^2], to pool the ratio's standard deviation
     for i, part in enumerate(parts):
         new_logprobs, entropy, new_values = policy.score(ro, part)
-        ref_logprobs = reference(part) if reference else None
+        ref_logprobs = reference(part) if reference is not None else None
         loss, part_stats = rl_loss(new_logprobs, entropy, new_values, ro, part, adv, returns, ref_logprobs, s)
         loss = s.scale * loss_shares[i] * loss
         if i == len(parts) - 1 and add_terms is not None:

@@ -153,6 +153,15 @@ def test_the_frozen_reference_is_scored_once_per_set_of_rows(micro_batch_size):
     assert policy.reference_calls == parts  # three epochs over the same rows: the reference scored once
     assert policy.logits.argmax().item() == 4  # the update still learns the rewarded action
 
+    # the same update as asking the reference again every epoch
+    uncached = Bandit()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(rl, "frozen_reference", lambda p, ro: lambda rows: p.reference_logprobs(ro, rows))
+        again, _, _ = rl.learn(uncached, ro, adv, returns, settings, torch.optim.SGD(uncached.parameters(), lr=0.5),
+                               list(uncached.parameters()), np.random.default_rng(0))
+    assert len(uncached.reference_calls) == 3 * len(parts) and again == logs
+    assert torch.equal(uncached.logits, policy.logits)
+
 
 @pytest.mark.parametrize("method", ["ppo", "teacher-grpo"])
 def test_a_resumed_language_model_run_equals_an_uninterrupted_one(small_dir, tasks, tmp_path, method):

@@ -176,7 +176,7 @@ def test_cli_rejects_mismatched_checkpoints(tmp_path, capsys):
     assert main(["ppo", "--out", str(tmp_path / "run"), "--pretrained", str(tmp_path / "other.pt")]) == 2
     assert "another vocabulary" in capsys.readouterr().out
     assert main(["eval", "--checkpoint", str(tmp_path / "other.pt")]) == 2
-    assert "cannot read task" in capsys.readouterr().out
+    assert "cannot read" in capsys.readouterr().out
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     assert main(["eval", "--checkpoint", str(tmp_path / "junk.pt")]) == 2
     assert "could not be read as a checkpoint" in capsys.readouterr().out
@@ -209,6 +209,17 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
     assert rows["nothing_ete"]["status"] == "unreadable" and not rows["nothing_ete"]["passed"]
     assert "U+00E9" in rows["nothing_ete"]["reason"] and rows["nothing_val"]["status"] != "unreadable"
     assert "cannot read 1 of 3 tasks (nothing_ete)" in capsys.readouterr().out
+
+    # a set none of whose tasks it can read, a file with no task, a file of no known type: errors, no traceback
+    alone = tmp_path / "alone"
+    alone.mkdir()
+    (alone / "toy.toml").write_text('family = "toy"\n' + accented)
+    (tmp_path / "empty.toml").write_text('family = "empty"\ntask = []\n')
+    (tmp_path / "tasks.json").write_text("[]\n")
+    for tasks, message in ((alone, "cannot read 1 of the 1 tasks, e.g. task 'nothing_ete'"),
+                           (tmp_path / "empty.toml", "no tasks in"), (tmp_path / "tasks.json", "unknown task file type")):
+        assert main(["eval", "--checkpoint", str(tmp_path / "ours.pt"), "--tasks", str(tasks)]) == 2
+        assert message in capsys.readouterr().out
 
 
 def test_baselines_run_and_never_sample_test_tasks(tmp_path):

@@ -66,7 +66,10 @@ def load_tasks(split: str | Sequence[str] | None = None, tasks_dir=None, fields=
         return [t for t in load_task_records(tasks_dir, field_map=fields) if t.split in splits]
     if fields:
         raise TaskFormatError(f"field renames ({fields!r}) apply to a .jsonl or .parquet task file, not to {tasks_dir}")
-    files = [tasks_dir] if tasks_dir.is_file() and tasks_dir.suffix == ".toml" else sorted(tasks_dir.glob("*.toml"))
+    if tasks_dir.is_file() and tasks_dir.suffix != ".toml":
+        raise TaskFormatError(f"{tasks_dir}: unknown task file type {tasks_dir.suffix!r}; give a folder of TOML task "
+                              f"files, one .toml file, or a {'/'.join(RECORD_SUFFIXES)} file of tasks")
+    files = [tasks_dir] if tasks_dir.is_file() else sorted(tasks_dir.glob("*.toml"))
     if not files:
         raise FileNotFoundError(f"no *.toml task files in {tasks_dir}")
     tasks = [t for path in files for t in load_task_file(path)]
