@@ -49,6 +49,9 @@ def load_task_file(path) -> list[Task]:
     return tasks
 
 
+_TASK_SOURCES = f"give a folder of TOML task files, one .toml file, or a {'/'.join(RECORD_SUFFIXES)} file of tasks"
+
+
 def load_tasks(split: str | Sequence[str] | None = None, tasks_dir=None, fields=None) -> list[Task]:
     """All tasks of the given split(s), sorted by (split, family, id).
 
@@ -60,15 +63,13 @@ def load_tasks(split: str | Sequence[str] | None = None, tasks_dir=None, fields=
     splits = _normalise_splits(split)
     tasks_dir = Path(tasks_dir) if tasks_dir is not None else default_tasks_dir()
     if not tasks_dir.exists():
-        raise FileNotFoundError(f"{tasks_dir} does not exist: give a folder of TOML task files, one .toml file, "
-                                f"or a {'/'.join(RECORD_SUFFIXES)} file of tasks")
+        raise FileNotFoundError(f"{tasks_dir} does not exist: {_TASK_SOURCES}")
     if tasks_dir.suffix in RECORD_SUFFIXES:
         return [t for t in load_task_records(tasks_dir, field_map=fields) if t.split in splits]
     if fields:
         raise TaskFormatError(f"field renames ({fields!r}) apply to a .jsonl or .parquet task file, not to {tasks_dir}")
     if tasks_dir.is_file() and tasks_dir.suffix != ".toml":
-        raise TaskFormatError(f"{tasks_dir}: unknown task file type {tasks_dir.suffix!r}; give a folder of TOML task "
-                              f"files, one .toml file, or a {'/'.join(RECORD_SUFFIXES)} file of tasks")
+        raise TaskFormatError(f"{tasks_dir}: unknown task file type {tasks_dir.suffix!r}; {_TASK_SOURCES}")
     files = [tasks_dir] if tasks_dir.is_file() else sorted(tasks_dir.glob("*.toml"))
     if not files:
         raise FileNotFoundError(f"no *.toml task files in {tasks_dir}")
