@@ -35,8 +35,8 @@ NOTEBOOK_BUDGET_S = 5 * 60      # any one notebook
 BATCH_BUDGET_S = 25 * 60        # all notebooks together
 TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
 
-# Command-line runs a chapter reads (too long to run inside its notebook): script, and the file
-# it writes for the notebook. The batch runs a script when its file is missing, or always with
+# Command-line runs a chapter reads (too long to run inside its notebook): script (with its
+# arguments, if any), and the file it writes for the notebook. The batch runs a script when its file is missing, or always with
 # --rerun-runs; the notebook names the script that produced what it plots.
 PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
     "04_gru_pretraining": (("benchmarks/variants_pretraining.py", "notebooks/data/variants_pretraining.json"),),
@@ -53,7 +53,9 @@ PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
                    ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_reinforce.json"),
                    ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_ppo.json"),
                    ("benchmarks/smollm2_humaneval_rl.py", "notebooks/data/smollm2_humaneval_rl.json"),
-                   ("benchmarks/smollm2_humaneval_problems.py", "notebooks/data/smollm2_humaneval_problems.json")),
+                   ("benchmarks/smollm2_humaneval_problems.py", "notebooks/data/smollm2_humaneval_problems.json"),
+                   ("benchmarks/smollm2_humaneval_problems.py --protocol course --samples 10",
+                    "notebooks/data/smollm2_rl_humaneval.json")),
     "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
                                ("benchmarks/smollm2_teacher_grpo.py", "notebooks/data/smollm2_teacher_grpo.json")),
 }
@@ -162,16 +164,18 @@ def cpu_names(timings: dict) -> str:
 
 def run_pre_step(notebook: Path, rerun: bool) -> None:
     """Run the command-line experiments a chapter reads, unless their results are already there."""
+    import shlex
     import subprocess
     import sys
 
-    for script, output in PRE_STEPS.get(notebook.stem, ()):
+    for command, output in PRE_STEPS.get(notebook.stem, ()):
+        script, *arguments = shlex.split(command)
         if (REPO_ROOT / output).exists() and not rerun:
             print(f"reproduce: {notebook.stem} reads {output} (from {script}; --rerun-runs to redo it)", flush=True)
             continue
         print(f"reproduce: running {script} for {notebook.name} ...", flush=True)
         os.environ.update(BATCH_ENV)
-        subprocess.run([sys.executable, str(REPO_ROOT / script)], cwd=REPO_ROOT, check=True)
+        subprocess.run([sys.executable, str(REPO_ROOT / script), *arguments], cwd=REPO_ROOT, check=True)
 
 
 def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:

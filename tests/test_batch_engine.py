@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import time
+from pathlib import Path
 
 import pytest
 
@@ -107,3 +108,27 @@ def test_the_test_command_exports_the_batch_environment():
                              capture_output=True, text=True, check=True).stdout.split()
     assert dict(line.split("=", 1) for line in printed) == reproduce.BATCH_ENV
     assert "book_tools.reproduce --print-env" in (reproduce.REPO_ROOT / "scripts" / "test.sh").read_text()
+
+
+def test_every_pre_step_names_a_script_and_a_committed_record():
+    import shlex
+    for chapter, steps in reproduce.PRE_STEPS.items():
+        assert (reproduce.NOTEBOOKS_DIR / f"{chapter}.ipynb").exists(), chapter
+        for command, output in steps:
+            script = shlex.split(command)[0]
+            assert (reproduce.REPO_ROOT / script).is_file(), f"{chapter}: no {script}"
+            assert (reproduce.REPO_ROOT / output).is_file(), f"{chapter} reads {output}, which is not committed"
+
+
+def test_a_pre_step_runs_its_script_with_its_arguments(monkeypatch, tmp_path):
+    import subprocess
+    import sys
+    calls = []
+    monkeypatch.setattr(subprocess, "run", lambda args, **kwargs: calls.append(args))
+    monkeypatch.setattr(reproduce, "PRE_STEPS", {"10_demo": (("benchmarks/demo.py --protocol course --samples 10",
+                                                             str(tmp_path / "missing.json")),
+                                                            ("benchmarks/done.py", __file__))})
+    monkeypatch.setattr(reproduce.os, "environ", dict(reproduce.os.environ))  # run_pre_step sets BATCH_ENV
+    reproduce.run_pre_step(Path("10_demo.ipynb"), rerun=False)
+    assert calls == [[sys.executable, str(reproduce.REPO_ROOT / "benchmarks/demo.py"), "--protocol", "course",
+                      "--samples", "10"]]  # the record that exists is read, not remade
