@@ -3,8 +3,8 @@
 A run's record keeps only summary numbers. This script reruns its seeds (the same model, LoRA, RL
 settings and rollout pool, by the same code: `smollm2_rl.train`), checks that each rerun reproduces
 the record (every step of the training curve, its float diagnostics to 1e-3 relative, and the number
-of HumanEval test problems passed where the record has it; a row that does not is kept with what
-differs, for no chapter to read), and keeps, per problem, whether the start and each seed's
+of HumanEval test problems passed where the record has it; a row that does not is still measured,
+and keeps what differs for the chapter to show), and keeps, per problem, whether the start and each seed's
 trained model pass it greedily, with both answers where they differ. Two runs (PROTOCOLS):
 
 - "humaneval" (the default): `benchmarks/smollm2_humaneval_rl.py`'s, whose rollouts draw on HumanEval's
@@ -17,7 +17,7 @@ trained model pass it greedily, with both answers where they differ. Two runs (P
 (`smollm2_rl.SAMPLED`'s temperature and length), the measure that does not swing on one greedy answer.
 
     python benchmarks/smollm2_humaneval_problems.py [--protocol course] [--samples 10] [SEED ...]
-        about 20 min a seed on one core, plus about 10 min for 10 samples
+        about 20 min a seed on one core; with --samples 10 about 33 min (1943 to 2049 s a seed, --protocol course)
 
 Seeds already in the output are kept. Two processes with different seeds use two cores, about 14 GB of
 memory each at their peak; each adds its row under a lock (`_common.locked`), so neither loses the other's.
@@ -120,7 +120,7 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
         recorded_passed = recorded_row.get("humaneval_test_greedy_passed", passed)  # the course run never measured it
         if passed != recorded_passed:
             differences.append(f"HumanEval test problems passed {passed}, recorded {recorded_passed}")
-        if differences:  # measured all the same, and kept with what differs: a chapter reads no such row
+        if differences:  # measured all the same, and kept with what differs, for the chapter to show
             print(f"seed {seed} did NOT reproduce {record_path.relative_to(REPO_ROOT)}: " + "; ".join(differences),
                   flush=True)
         changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
