@@ -26,6 +26,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
+from book_tools import arithmetic
+
 REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 TIMINGS_PATH = REPO_ROOT / "book" / "timings.json"
@@ -67,8 +69,10 @@ BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELI
 # libraries choose that order by processor: AVX-512 kernels on a processor that has them, AVX2
 # kernels on one that does not. The batch asks every library for its AVX2 kernels, so a
 # processor with AVX-512 computes what a 2-core AVX2 runtime computes: ATen's own kernels
-# (ATEN_CPU_CAPABILITY), oneDNN's (the GRU; ONEDNN_MAX_CPU_ISA) and MKL's matrix products in
-# their reproducible mode (MKL_CBWR). On an AVX2 processor these change nothing.
+# (ATEN_CPU_CAPABILITY), oneDNN's (ONEDNN_MAX_CPU_ISA) and MKL's matrix products in their
+# reproducible mode (MKL_CBWR). On an AVX2 processor these change nothing. MKL honours
+# MKL_CBWR=AVX2 on Intel processors only and takes its own branch on others, so results agree
+# across processors of one vendor, not across vendors: book_tools.arithmetic handles that.
 NUMERICS_ENV = {"ATEN_CPU_CAPABILITY": "avx2", "ONEDNN_MAX_CPU_ISA": "AVX2", "MKL_CBWR": "AVX2"}
 BATCH_ENV.update(NUMERICS_ENV)
 # OpenMP threads that find no work spin instead of sleeping. When other processes want the same
@@ -185,6 +189,7 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
         if not notebooks:
             raise SystemExit(f"reproduce: no notebook in {NOTEBOOKS_DIR} starts with {only}; "
                              f"choose from {[p.stem for p in chapter_notebooks()]}")
+    check_arithmetic(notebooks)
     for nb in notebooks:
         run_pre_step(nb, rerun_runs)
         print(f"reproduce: executing {nb.name} ...", flush=True)
@@ -196,6 +201,8 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
         write_timings(timings)
         flag = "  OVER the 5-minute budget" if seconds > NOTEBOOK_BUDGET_S else ""
         print(f"reproduce: {nb.name} took {format_duration(seconds)}{flag}", flush=True)
+    if notebooks == chapter_notebooks():  # every chapter's outputs now follow this processor's arithmetic
+        arithmetic.write_stamp(arithmetic.cpu_vendor())
     timings = load_timings()
     total = sum(t["seconds"] for t in timings.values())
     print(f"reproduce: all chapters {format_duration(total)} (budget {format_duration(BATCH_BUDGET_S)})")
@@ -203,15 +210,40 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
     return 1 if (strict_budget and over) else 0
 
 
-def summarize_junit(path: Path) -> str:
-    """One line for the test command: how many notebook cells nbval compared."""
-    suite = ET.parse(path).getroot()
-    cases = suite.findall(".//testcase")
+def check_arithmetic(notebooks: list[Path]) -> None:
+    """Refuse to re-execute only some chapters on a processor of another vendor than the one the
+    committed outputs were made on, when those chapters have cells whose outputs depend on it:
+    their new outputs would follow another arithmetic than the chapters they read checkpoints from
+    (book_tools.arithmetic)."""
+    made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
+    if made_on is None or made_on == here or notebooks == chapter_notebooks():
+        return
+    sensitive = [nb.stem for nb in notebooks if arithmetic.tagged_cells(nb)]
+    if sensitive:
+        raise SystemExit(
+            f"reproduce: the committed outputs were made on a processor whose vendor is {made_on} "
+            f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. These chapters have cells "
+            f"tagged '{arithmetic.TAG}', whose outputs change with the vendor's floating-point kernels: "
+            f"{', '.join(sensitive)}. Re-executing them alone would mix two arithmetics in the book. "
+            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes), or run on a "
+            f"processor whose vendor is {made_on}.")
+
+
+def summarize_junit(paths: Path | list[Path]) -> str:
+    """One line for the test command: how many notebook cells nbval compared, over its JUnit reports."""
+    paths = [paths] if isinstance(paths, Path) else paths
+    cases = [c for path in paths if path.exists() for c in ET.parse(path).getroot().findall(".//testcase")]
     failed = sum(1 for c in cases if c.find("failure") is not None or c.find("error") is not None)
     skipped = sum(1 for c in cases if c.find("skipped") is not None)
     notebooks = {c.get("classname", "").split("::")[0] for c in cases}
-    return (f"notebook cells compared: {len(cases) - skipped} in {len(notebooks)} notebooks "
-            f"({len(cases) - failed - skipped} reproduced, {failed} failed, {skipped} skipped)")
+    uncompared = sum(1 for c in cases if c.find("failure") is None and c.find("error") is None
+                     and c.find("properties/property[@name='outputs_compared'][@value='no']") is not None)
+    line = (f"notebook cells compared: {len(cases) - skipped - uncompared} in {len(notebooks)} notebooks "
+            f"({len(cases) - failed - skipped - uncompared} reproduced, {failed} failed, {skipped} skipped)")
+    if uncompared:
+        line += (f"; {uncompared} more ran without their outputs being compared (tagged '{arithmetic.TAG}', "
+                 f"made on another processor vendor)")
+    return line
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -238,7 +270,7 @@ def cpu_model() -> str:
 if __name__ == "__main__":  # used by scripts/test.sh
     p = argparse.ArgumentParser()
     group = p.add_mutually_exclusive_group(required=True)
-    group.add_argument("--summarize-junit", type=Path)
+    group.add_argument("--summarize-junit", type=Path, nargs="+", metavar="JUNIT")
     group.add_argument("--print-env", action="store_true", help="the batch's environment, as NAME=VALUE lines")
     args = p.parse_args()
     if args.print_env:

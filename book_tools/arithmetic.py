@@ -1,0 +1,140 @@
+"""Which processor's arithmetic the committed notebook outputs follow, and which cells depend on it.
+
+Training numbers depend on the order in which floating-point sums are taken. The batch's
+environment (`reproduce.NUMERICS_ENV`) pins that order on every Intel processor, but not across
+vendors: Intel's MKL honours `MKL_CBWR=AVX2` on Intel processors only and takes its own
+("AUTO") branch on others, so a GRU trained on an AMD EPYC ends its training loss at 0.021 where
+an Intel Xeon ends it at 0.022, and every sampled program from there on may differ.
+
+So the batch records the vendor it ran on (`STAMP_PATH`), and the cells whose outputs change
+with the processor's arithmetic carry the tag `TAG`. The test command compares every cell
+exactly on a processor of the recorded vendor. On another vendor it still runs every cell, so
+every assertion in the chapters must hold, but it does not compare the tagged cells' outputs,
+and says how many it left out (notebooks/conftest.py).
+
+Tagging is measured, not guessed: run the notebook checks on a processor of another vendor, or
+here with other matrix-product kernels (`MKL_CBWR=COMPATIBLE`), and pass the JUnit report to
+
+    python -m book_tools.arithmetic --tag-from _build/test-reports/notebooks-*.xml
+
+which tags exactly the cells whose outputs differed (a cell that raised is never tagged: that is
+a failure to fix).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import re
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+STAMP_PATH = NOTEBOOKS_DIR / "outputs_made_on.json"
+TAG = "cpu-arithmetic"
+OUTPUTS_DIFFER = "Cell outputs differ"  # nbval's message for a cell that ran but printed something else
+_CELL = re.compile(r"Cell (?P<index>\d+)$")
+
+
+def cpu_vendor() -> str:
+    """'GenuineIntel', 'AuthenticAMD', ... as Linux reports it; the machine's architecture elsewhere."""
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("vendor_id"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.machine() or "unknown"
+
+
+def read_stamp(path: Path = STAMP_PATH) -> str | None:
+    """The vendor whose arithmetic the committed outputs follow; None if no batch recorded one."""
+    if not path.exists():
+        return None
+    data = json.loads(path.read_text())
+    if not isinstance(data, dict) or not isinstance(data.get("cpu_vendor"), str):
+        raise ValueError(f"{path} should hold {{\"cpu_vendor\": \"...\"}}, written by the batch "
+                         f"(python -m course_lib reproduce); it holds {data!r}. Delete it and re-run the batch.")
+    return data["cpu_vendor"]
+
+
+def write_stamp(vendor: str, path: Path = STAMP_PATH,
+                written_by: str = "python -m course_lib reproduce, every chapter") -> None:
+    path.write_text(json.dumps({
+        "cpu_vendor": vendor,
+        "written_by": written_by,
+        "meaning": f"the chapters' outputs were computed with this vendor's floating-point kernels; on "
+                   f"another vendor the test command does not compare the cells tagged '{TAG}'",
+    }, indent=1) + "\n")
+
+
+def tagged_cells(notebook: Path) -> list[int]:
+    """Indices (among code cells, as nbval numbers them) of the notebook's cells tagged TAG."""
+    cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+    return [i for i, c in enumerate(cells) if TAG in c.get("metadata", {}).get("tags", [])]
+
+
+def cells_whose_outputs_differed(junit: Path) -> dict[str, list[int]]:
+    """{notebook file name: [code-cell index, ...]} for the cells of an nbval JUnit report that ran
+    but printed other outputs. Cells that raised, timed out or were skipped are left out."""
+    found: dict[str, set[int]] = {}
+    for case in ET.parse(junit).getroot().iter("testcase"):
+        failure = case.find("failure")
+        if failure is None:
+            continue
+        text = (failure.get("message") or "") + (failure.text or "")
+        # pytest writes the cell "notebooks/04_x.ipynb::Cell 20" as classname "notebooks.04_x.ipynb", name "Cell 20"
+        classname, match = case.get("classname", ""), _CELL.match(case.get("name", ""))
+        if not (match and classname.endswith(".ipynb")):
+            continue
+        notebook = classname.removesuffix(".ipynb").rsplit(".", 1)[-1] + ".ipynb"
+        if OUTPUTS_DIFFER in text:
+            found.setdefault(notebook, set()).add(int(match["index"]))
+    return {nb: sorted(ix) for nb, ix in sorted(found.items())}
+
+
+def tag(cells: dict[str, list[int]], notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
+    """Add TAG to the given code cells; return how many cells gained it. Outputs are untouched."""
+    added = 0
+    for name, indices in cells.items():
+        path = notebooks_dir / name
+        if not path.exists():
+            raise SystemExit(f"arithmetic: the report names {name}, which is not in {notebooks_dir}")
+        nb = json.loads(path.read_text())
+        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        for i in indices:
+            if i >= len(code):
+                raise SystemExit(f"arithmetic: {name} has {len(code)} code cells, the report names cell {i}: "
+                                 f"the report is from another version of the notebook; run the checks again")
+            tags = code[i].setdefault("metadata", {}).setdefault("tags", [])
+            if TAG not in tags:
+                tags.append(TAG)
+                added += 1
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return added
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="python -m book_tools.arithmetic", description=__doc__.split("\n\n")[0])
+    group = p.add_mutually_exclusive_group(required=True)
+    group.add_argument("--tag-from", nargs="+", type=Path, metavar="JUNIT",
+                       help=f"tag '{TAG}' the cells whose outputs differed in these nbval JUnit reports")
+    group.add_argument("--show", action="store_true", help="the recorded vendor and the tagged cells")
+    args = p.parse_args(argv)
+    if args.show:
+        print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
+        for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
+            print(f"{nb.name}: {len(tagged_cells(nb))} cells tagged {TAG} {tagged_cells(nb)}")
+        return 0
+    cells: dict[str, list[int]] = {}
+    for report in args.tag_from:
+        for name, indices in cells_whose_outputs_differed(report).items():
+            cells[name] = sorted(set(cells.get(name, [])) | set(indices))
+    print(f"arithmetic: {tag(cells)} cells newly tagged {TAG} in {len(cells)} notebooks")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

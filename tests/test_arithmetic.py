@@ -1,0 +1,138 @@
+"""Which processor's arithmetic the committed outputs follow, and the cells that depend on it."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+from book_tools import arithmetic, reproduce
+
+ROOT = Path(__file__).resolve().parents[1]
+CHAPTERS = reproduce.chapter_notebooks()
+
+JUNIT = """<?xml version="1.0" encoding="utf-8"?>
+<testsuites><testsuite name="pytest" errors="0" failures="3" skipped="0" tests="5">
+<testcase classname="notebooks.04_gru_pretraining.ipynb" name="Cell 20" time="30.1">
+  <failure message="Notebook cell execution failed&#10;Cell 20: Cell outputs differ&#10;&#10;Input:...">
+  - memorise  100 updates, loss 4.355 -&gt; 0.022
+  + memorise  100 updates, loss 4.355 -&gt; 0.021</failure></testcase>
+<testcase classname="notebooks.04_gru_pretraining.ipynb" name="Cell 21" time="0.1"/>
+<testcase classname="notebooks.04_gru_pretraining.ipynb" name="Cell 22" time="0.1">
+  <failure message="Notebook cell execution failed&#10;Cell 22: Cell execution caused an exception">
+  AssertionError: the gain is within noise</failure></testcase>
+<testcase classname="notebooks.09_transformers_and_lora.ipynb" name="Cell 46" time="3.0">
+  <failure message="Notebook cell execution failed&#10;Cell 46: Cell outputs differ">- 0.630 + 0.636</failure></testcase>
+<testcase classname="tests.test_env" name="test_reset" time="0.1"/>
+</testsuite></testsuites>
+"""
+
+
+def test_the_committed_outputs_name_the_vendor_they_were_made_on():
+    vendor = arithmetic.read_stamp()
+    assert vendor in {"GenuineIntel", "AuthenticAMD"}, vendor
+
+
+def test_a_malformed_stamp_says_how_to_mend_it(tmp_path):
+    bad = tmp_path / "outputs_made_on.json"
+    bad.write_text('{"vendor": "AMD"}')
+    with pytest.raises(ValueError, match="re-run the batch"):
+        arithmetic.read_stamp(bad)
+    assert arithmetic.read_stamp(tmp_path / "missing.json") is None
+
+
+def test_only_cells_that_ran_and_printed_something_else_are_found(tmp_path):
+    report = tmp_path / "notebooks.xml"
+    report.write_text(JUNIT)
+    found = arithmetic.cells_whose_outputs_differed(report)
+    # cell 22 raised: a broken assertion is a failure to fix, never something to stop comparing
+    assert found == {"04_gru_pretraining.ipynb": [20], "09_transformers_and_lora.ipynb": [46]}
+
+
+def test_tagging_touches_tags_only(tmp_path):
+    src = ROOT / "notebooks" / "04_gru_pretraining.ipynb"
+    shutil.copy(src, tmp_path / src.name)
+    before = json.loads(src.read_text())
+    for cell in before["cells"]:  # start untagged, whatever the committed tags are
+        tags = cell.get("metadata", {}).get("tags")
+        if tags is not None:
+            cell["metadata"]["tags"] = [t for t in tags if t != arithmetic.TAG]
+    (tmp_path / src.name).write_text(json.dumps(before, indent=1, ensure_ascii=False) + "\n")
+    assert arithmetic.tag({src.name: [20, 24]}, tmp_path) == 2
+    assert arithmetic.tag({src.name: [20]}, tmp_path) == 0  # already there
+    after = json.loads((tmp_path / src.name).read_text())
+    assert arithmetic.tagged_cells(tmp_path / src.name) == [20, 24]
+    for a, b in zip(before["cells"], after["cells"]):
+        assert a["source"] == b["source"] and a.get("outputs") == b.get("outputs")
+    with pytest.raises(SystemExit, match="another version of the notebook"):
+        arithmetic.tag({src.name: [10_000]}, tmp_path)
+
+
+def _item(tags):
+    return SimpleNamespace(cell=SimpleNamespace(metadata={"tags": tags}), options={"check": True})
+
+
+def test_tagged_cells_are_left_uncompared_only_on_another_vendor():
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("nb_conftest", ROOT / "notebooks" / "conftest.py")
+    conftest = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(conftest)
+    items = [_item([arithmetic.TAG]), _item([]), _item(["hide-input"])]
+    assert conftest.cells_not_to_compare(items, "AuthenticAMD", "AuthenticAMD") == []
+    assert conftest.cells_not_to_compare(items, None, "GenuineIntel") == []
+    assert conftest.cells_not_to_compare(items, "AuthenticAMD", "GenuineIntel") == [items[0]]
+
+
+def test_a_partial_batch_on_another_vendor_is_refused_for_chapters_that_train(monkeypatch, tmp_path):
+    stamp = tmp_path / "outputs_made_on.json"
+    arithmetic.write_stamp("SomeOtherVendor", stamp)
+    monkeypatch.setattr(arithmetic, "STAMP_PATH", stamp)
+    monkeypatch.setattr(arithmetic, "read_stamp", lambda path=stamp: "SomeOtherVendor")
+    sensitive = [nb for nb in CHAPTERS if arithmetic.tagged_cells(nb)]
+    plain = [nb for nb in CHAPTERS if not arithmetic.tagged_cells(nb)]
+    assert sensitive and plain
+    with pytest.raises(SystemExit, match="Re-execute every chapter"):
+        reproduce.check_arithmetic(sensitive[:1])
+    reproduce.check_arithmetic(plain)  # no cell of theirs depends on the arithmetic
+    reproduce.check_arithmetic(CHAPTERS)  # the whole batch is always allowed: it re-stamps
+
+
+def test_training_from_random_weights_is_tagged_and_chapters_without_training_are_not():
+    tagged = {nb.stem[:2] for nb in CHAPTERS if arithmetic.tagged_cells(nb)}
+    assert {"04", "09"} <= tagged  # the GRU's and the tiny coder's pretraining
+    assert not tagged & {"01", "02", "03"}
+
+
+def test_the_summary_counts_uncompared_cells_apart(tmp_path):
+    uncompared = '<properties><property name="outputs_compared" value="no"/></properties>'
+    xml = tmp_path / "r.xml"
+    xml.write_text('<testsuites><testsuite>'
+                   '<testcase classname="notebooks.04_a.ipynb" name="Cell 0"/>'
+                   f'<testcase classname="notebooks.04_a.ipynb" name="Cell 1">{uncompared}</testcase>'
+                   f'<testcase classname="notebooks.04_a.ipynb" name="Cell 2">{uncompared}<failure/></testcase>'
+                   '</testsuite></testsuites>')
+    line = reproduce.summarize_junit(xml)
+    assert line.startswith("notebook cells compared: 2 in 1 notebooks (1 reproduced, 1 failed, 0 skipped); "
+                           "1 more ran without their outputs being compared"), line
+
+
+def test_checkpoint_comparison_reads_numbers_not_bytes(tmp_path):
+    import torch
+
+    from book_tools import nbcheck
+
+    before, after = tmp_path / "before", tmp_path / "after"
+    for d in (before, after):
+        (d / "sub").mkdir(parents=True)
+    torch.save({"state_dict": {"w": torch.ones(3)}, "config": {"hidden_dim": 4}}, before / "m.pt")
+    torch.save({"config": {"hidden_dim": 4}, "state_dict": {"w": torch.ones(3)}}, after / "m.pt")  # other key order
+    (before / "sub" / "log.json").write_text('{"loss": 1.5, "step": 1}')
+    (after / "sub" / "log.json").write_text('{"step": 1, "loss": 1.5}')
+    assert nbcheck.changed_files(before, after) == []
+    torch.save({"state_dict": {"w": torch.ones(3) + 1e-7}, "config": {"hidden_dim": 4}}, after / "m.pt")
+    (after / "new.bin").write_bytes(b"x")
+    assert nbcheck.changed_files(before, after) == ["m.pt", "new.bin"]
