@@ -38,15 +38,20 @@ OUTPUTS_DIFFER = "Cell outputs differ"  # nbval's message for a cell that ran bu
 _CELL = re.compile(r"Cell (?P<index>\d+)$")
 
 
-def cpu_vendor() -> str:
-    """'GenuineIntel', 'AuthenticAMD', ... as Linux reports it; the machine's architecture elsewhere."""
+def cpuinfo_field(name: str) -> str | None:
+    """A field of the first processor in Linux's /proc/cpuinfo ('vendor_id', 'model name'); None elsewhere."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("vendor_id"):
+            if line.split(":", 1)[0].strip() == name:
                 return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return platform.machine() or "unknown"
+    return None
+
+
+def cpu_vendor() -> str:
+    """'GenuineIntel', 'AuthenticAMD', ... as Linux reports it; the machine's architecture elsewhere."""
+    return cpuinfo_field("vendor_id") or platform.machine() or "unknown"
 
 
 def read_stamp(path: Path = STAMP_PATH) -> str | None:

@@ -257,14 +257,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def cpu_model() -> str:
-    """The processor's name as Linux reports it ('' elsewhere): timings and records name it."""
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()
+    """The processor's name as Linux reports it (platform.processor() elsewhere): timings and records name it."""
+    return arithmetic.cpuinfo_field("model name") or platform.processor()
 
 
 if __name__ == "__main__":  # used by scripts/test.sh
