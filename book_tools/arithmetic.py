@@ -12,13 +12,15 @@ exactly on a processor of the recorded vendor. On another vendor it still runs e
 every assertion in the chapters must hold, but it does not compare the tagged cells' outputs,
 and says how many it left out (notebooks/conftest.py).
 
-Tagging is measured, not guessed: run the notebook checks on a processor of another vendor, or
-here with other matrix-product kernels (`MKL_CBWR=COMPATIBLE`), and pass the JUnit report to
+Tagging is measured, not guessed: run the notebook checks on a processor of another vendor
+(`python -m book_tools.nbcheck`), or on this one with MKL's other kernels
+(`COURSE_MKL_CBWR=COMPATIBLE python -m book_tools.nbcheck`: a rough stand-in, it also reports
+chapters 4 and 9's checkpoints as changed), and pass the JUnit reports to
 
     python -m book_tools.arithmetic --tag-from _build/test-reports/notebooks-*.xml
 
 which tags exactly the cells whose outputs differed (a cell that raised is never tagged: that is
-a failure to fix).
+a failure to fix); --retag first removes every tag.
 """
 
 from __future__ import annotations
@@ -75,6 +77,15 @@ def write_stamp(vendor: str, path: Path = STAMP_PATH,
     }, indent=1) + "\n")
 
 
+def cells_not_to_compare(items, made_on: str | None, here: str) -> list:
+    """The nbval items (cells) whose outputs depend on the processor's arithmetic, when this
+    processor's vendor is not the one the committed outputs were made on; [] otherwise."""
+    if made_on is None or made_on == here:
+        return []
+    return [item for item in items
+            if TAG in (getattr(getattr(item, "cell", None), "metadata", None) or {}).get("tags", [])]
+
+
 def tagged_cells(notebook: Path) -> list[int]:
     """Indices (among code cells, as nbval numbers them) of the notebook's cells tagged TAG."""
     cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
@@ -98,6 +109,20 @@ def cells_whose_outputs_differed(junit: Path) -> dict[str, list[int]]:
         if OUTPUTS_DIFFER in text:
             found.setdefault(notebook, set()).add(int(match["index"]))
     return {nb: sorted(ix) for nb, ix in sorted(found.items())}
+
+
+def untag(notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
+    """Remove TAG from every chapter's cells; return how many lost it. Outputs are untouched."""
+    removed = 0
+    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")):
+        nb = json.loads(path.read_text())
+        for cell in nb["cells"]:
+            tags = cell.get("metadata", {}).get("tags", [])
+            if TAG in tags:
+                tags.remove(TAG)
+                removed += 1
+        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    return removed
 
 
 def tag(cells: dict[str, list[int]], notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
@@ -127,12 +152,16 @@ def main(argv: list[str] | None = None) -> int:
     group.add_argument("--tag-from", nargs="+", type=Path, metavar="JUNIT",
                        help=f"tag '{TAG}' the cells whose outputs differed in these nbval JUnit reports")
     group.add_argument("--show", action="store_true", help="the recorded vendor and the tagged cells")
+    p.add_argument("--retag", action="store_true",
+                   help="with --tag-from: first remove every tag, so that cells which no longer differ lose theirs")
     args = p.parse_args(argv)
     if args.show:
         print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
         for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
             print(f"{nb.name}: {len(tagged_cells(nb))} cells tagged {TAG} {tagged_cells(nb)}")
         return 0
+    if args.retag:
+        print(f"arithmetic: {untag()} tags {TAG} removed")
     cells: dict[str, list[int]] = {}
     for report in args.tag_from:
         for name, indices in cells_whose_outputs_differed(report).items():

@@ -89,6 +89,7 @@ def check(prefixes: list[str] | None = None) -> int:
         try:
             for nb in notebooks:
                 report = REPORTS / f"notebooks-{nb.stem}.xml"
+                report.unlink(missing_ok=True)  # never summarise or tag from an earlier run's report
                 reports.append(report)
                 result = subprocess.run(
                     [sys.executable, "-m", "pytest", "--nbval", str(nb.relative_to(REPO_ROOT)), "-q",

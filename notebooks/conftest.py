@@ -14,18 +14,9 @@ os.environ.update(BATCH_ENV)
 _uncompared: list[str] = []
 
 
-def cells_not_to_compare(items, made_on: str | None, here: str) -> list:
-    """The nbval items whose outputs depend on the processor's arithmetic, when this processor's
-    vendor is not the one the committed outputs were made on; [] otherwise."""
-    if made_on is None or made_on == here:
-        return []
-    return [item for item in items
-            if arithmetic.TAG in (getattr(getattr(item, "cell", None), "metadata", {}) or {}).get("tags", [])]
-
-
 def pytest_collection_modifyitems(config, items):
     made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
-    for item in cells_not_to_compare(items, made_on, here):
+    for item in arithmetic.cells_not_to_compare(items, made_on, here):
         item.options["check"] = False  # nbval still runs the cell and fails it if it raises
         item.user_properties.append(("outputs_compared", "no"))  # the JUnit report keeps it
         _uncompared.append(item.nodeid)
