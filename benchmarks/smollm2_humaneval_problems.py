@@ -51,10 +51,11 @@ FLOAT_TOLERANCE = 1e-3
 
 
 def curve_differences(mine: list, recorded: list) -> tuple[list, float]:
-    """(the fields where the rerun's curve differs from the record's beyond FLOAT_TOLERANCE, the largest
-    relative difference of a float field); a step's seconds are not compared."""
+    """(where the rerun's curve differs from the record's beyond FLOAT_TOLERANCE, as {"step", "field",
+    "value", "recorded"} entries; the largest relative difference of a float field); a step's seconds are
+    not compared."""
     if len(mine) != len(recorded):
-        return [f"{len(mine)} steps, recorded {len(recorded)}"], 0.0
+        return [{"step": None, "field": "steps", "value": len(mine), "recorded": len(recorded)}], 0.0
     differences, worst = [], 0.0
     for a, b in zip(mine, recorded):
         for key in sorted((set(a) | set(b)) - {"seconds"}):
@@ -65,8 +66,14 @@ def curve_differences(mine: list, recorded: list) -> tuple[list, float]:
                 if relative <= FLOAT_TOLERANCE:
                     continue
             if x != y:
-                differences.append(f"step {b.get('step')} {key}: {x}, recorded {y}")
+                differences.append({"step": b.get("step"), "field": key, "value": x, "recorded": y})
     return differences, worst
+
+
+def describe(difference: dict) -> str:
+    """'step 2 clip_frac: 0.0194, recorded 0.0184': one entry of curve_differences, for a reader."""
+    where = f"step {difference['step']} " if difference["step"] is not None else ""
+    return f"{where}{difference['field']}: {difference['value']}, recorded {difference['recorded']}"
 
 
 def sampled_humaneval(model, tokenizer, seed: int, n_samples: int) -> dict:
@@ -119,10 +126,11 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
         differences, deviation = curve_differences(curve, recorded_row["curve"])
         recorded_passed = recorded_row.get("humaneval_test_greedy_passed", passed)  # the course run never measured it
         if passed != recorded_passed:
-            differences.append(f"HumanEval test problems passed {passed}, recorded {recorded_passed}")
+            differences.append({"step": None, "field": "humaneval_test_greedy_passed", "value": passed,
+                                "recorded": recorded_passed})
         if differences:  # measured all the same, and kept with what differs, for the chapter to show
-            print(f"seed {seed} did NOT reproduce {record_path.relative_to(REPO_ROOT)}: " + "; ".join(differences),
-                  flush=True)
+            print(f"seed {seed} did NOT reproduce {record_path.relative_to(REPO_ROOT)}: "
+                  + "; ".join(map(describe, differences)), flush=True)
         changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
         row = {"seed": seed, "differences_from_record": differences, "curve_float_deviation": deviation,
                "passed": sorted(i for i in answers if answers[i]["passed"]),
