@@ -228,8 +228,9 @@ def check_arithmetic(notebooks: list[Path]) -> None:
             f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. These chapters have cells "
             f"tagged '{arithmetic.TAG}', whose outputs change with the vendor's floating-point kernels: "
             f"{', '.join(sensitive)}. Re-executing them alone would mix two arithmetics in the book. "
-            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes), or run on a "
-            f"processor whose vendor is {made_on}.")
+            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes; chapter 4's checkpoint "
+            f"then changes, so the benchmark records made from it must be re-made too: tests/test_records.py "
+            f"names them and their commands), or run on a processor whose vendor is {made_on}.")
 
 
 def summarize_junit(paths: Path | list[Path]) -> str:
