@@ -86,9 +86,24 @@ def cells_not_to_compare(items, made_on: str | None, here: str) -> list:
             if TAG in (getattr(getattr(item, "cell", None), "metadata", None) or {}).get("tags", [])]
 
 
+def _code_cells(nb: dict) -> list[dict]:
+    """A notebook's code cells, in order: nbval's "Cell N" is the N-th of them."""
+    return [c for c in nb["cells"] if c["cell_type"] == "code"]
+
+
+def _write_notebook(path: Path, nb: dict) -> None:
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+
+
+def _chapters(notebooks_dir: Path) -> list[Path]:
+    from book_tools.reproduce import chapter_notebooks  # reproduce imports this module
+
+    return chapter_notebooks(notebooks_dir)
+
+
 def tagged_cells(notebook: Path) -> list[int]:
     """Indices (among code cells, as nbval numbers them) of the notebook's cells tagged TAG."""
-    cells = [c for c in json.loads(notebook.read_text())["cells"] if c["cell_type"] == "code"]
+    cells = _code_cells(json.loads(notebook.read_text()))
     return [i for i, c in enumerate(cells) if TAG in c.get("metadata", {}).get("tags", [])]
 
 
@@ -114,14 +129,14 @@ def cells_whose_outputs_differed(junit: Path) -> dict[str, list[int]]:
 def untag(notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
     """Remove TAG from every chapter's cells; return how many lost it. Outputs are untouched."""
     removed = 0
-    for path in sorted(notebooks_dir.glob("[0-9][0-9]_*.ipynb")):
+    for path in _chapters(notebooks_dir):
         nb = json.loads(path.read_text())
-        for cell in nb["cells"]:
-            tags = cell.get("metadata", {}).get("tags", [])
-            if TAG in tags:
-                tags.remove(TAG)
-                removed += 1
-        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        tagged = [c for c in nb["cells"] if TAG in c.get("metadata", {}).get("tags", [])]
+        for cell in tagged:
+            cell["metadata"]["tags"].remove(TAG)
+        if tagged:  # a notebook without the tag is left as it is
+            _write_notebook(path, nb)
+            removed += len(tagged)
     return removed
 
 
@@ -133,7 +148,7 @@ def tag(cells: dict[str, list[int]], notebooks_dir: Path = NOTEBOOKS_DIR) -> int
         if not path.exists():
             raise SystemExit(f"arithmetic: the report names {name}, which is not in {notebooks_dir}")
         nb = json.loads(path.read_text())
-        code = [c for c in nb["cells"] if c["cell_type"] == "code"]
+        code = _code_cells(nb)
         for i in indices:
             if i >= len(code):
                 raise SystemExit(f"arithmetic: {name} has {len(code)} code cells, the report names cell {i}: "
@@ -142,7 +157,7 @@ def tag(cells: dict[str, list[int]], notebooks_dir: Path = NOTEBOOKS_DIR) -> int
             if TAG not in tags:
                 tags.append(TAG)
                 added += 1
-        path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+        _write_notebook(path, nb)
     return added
 
 
@@ -157,8 +172,9 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.show:
         print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
-        for nb in sorted(NOTEBOOKS_DIR.glob("[0-9][0-9]_*.ipynb")):
-            print(f"{nb.name}: {len(tagged_cells(nb))} cells tagged {TAG} {tagged_cells(nb)}")
+        for nb in _chapters(NOTEBOOKS_DIR):
+            cells = tagged_cells(nb)
+            print(f"{nb.name}: {len(cells)} cells tagged {TAG} {cells}")
         return 0
     if args.retag:
         print(f"arithmetic: {untag()} tags {TAG} removed")

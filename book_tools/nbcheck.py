@@ -86,8 +86,8 @@ def check(prefixes: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = Path(tmp) / "checkpoints"
         shutil.copytree(CHECKPOINTS, snapshot)
-        try:
-            for nb in notebooks:
+        for nb in notebooks:
+            try:
                 report = REPORTS / f"notebooks-{nb.stem}.xml"
                 report.unlink(missing_ok=True)  # never summarise or tag from an earlier run's report
                 reports.append(report)
@@ -108,9 +108,8 @@ def check(prefixes: list[str] | None = None) -> int:
                     print(f"nbcheck: {nb.stem} wrote other checkpoints than the committed ones ({changed}), as "
                           f"expected on a {here} processor when the outputs were made on {made_on}; the next "
                           f"chapter starts from the committed ones.", flush=True)
+            finally:  # the next chapter, and the working tree after the checks, start from the snapshot
                 _restore(snapshot)
-        finally:
-            _restore(snapshot)
     print(summarize_junit(reports))
     if failed:
         print(f"nbcheck: failed: {', '.join(failed)}")
