@@ -35,9 +35,9 @@ def locked(path: Path):
         os.close(folder)  # closing the descriptor releases the lock
 
 
-def provenance(pretrained: Path) -> dict:
-    """What a record was made from and on: the start checkpoint's SHA-256 (chapters check it against
-    the checkpoint they load) and the processor (CPU numbers depend on it)."""
+def provenance(pretrained) -> dict:
+    """What a record was made from and on: the start checkpoint's SHA-256 (a file, or a list of files;
+    chapters check it against what they load) and the processor (CPU numbers depend on it)."""
     from course_lib.checkpoints import file_sha256
     from book_tools.reproduce import cpu_model
 

@@ -21,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import provenance, write_json  # benchmarks/_common.py (on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -69,7 +69,7 @@ def run(job: tuple[str, int]) -> dict:
     name, seed = job
     start = time.perf_counter()
     tasks = load_tasks()
-    model, tokenizer = lm_policy.load_policy(llm.TINY, "cpu", init_adapter=llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft",
+    model, tokenizer = lm_policy.load_policy(llm.TINY, "cpu", init_adapter=llm.DEFAULT_SFT_DIR,
                                           seed=seed, **LORA)
     history = []
     if name != "sft":
@@ -93,8 +93,13 @@ def main() -> None:
             print(f"{r['method']:>10} seed {r['seed']}: train {r['train_pass_rate']:.3f} val {r['val_pass_rate']:.3f} "
                   f"test {r['test_pass_rate']:.3f} len {r['avg_gen_len']:.1f} ({r['seconds']:.0f} s)", flush=True)
             runs.append(r)
+    from course_lib import llm
+
+    start_files = llm.tiny_start_files()  # every run starts from these: the chapter checks they are its own
     report = {"script": "benchmarks/llm_rl_benchmark.py", "seeds": list(SEEDS), "common": COMMON, "methods": METHODS,
-              "variants": VARIANTS, "eval": EVAL, "lora": LORA, "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1),
+              "variants": VARIANTS, "eval": EVAL, "lora": LORA,
+              "start": [str(p.relative_to(REPO_ROOT)) for p in start_files], **provenance(start_files),
+              "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1),
               "cpus": os.cpu_count(), "python": platform.python_version()}
     write_json(OUTPUT, report)
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} in {report['wall_seconds']:.0f} s")

@@ -19,6 +19,7 @@ differs and what to do.
 from __future__ import annotations
 
 import hashlib
+import os
 import warnings
 from pathlib import Path
 
@@ -39,13 +40,23 @@ class CheckpointFormatError(ValueError):
 
 
 def file_sha256(path) -> str:
-    """The SHA-256 of a file's bytes: which checkpoint a record was made from."""
-    return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    """The SHA-256 of a file's bytes: which checkpoint a record was made from.
+
+    Several files (a model and its adapter, say) in a list: the SHA-256 of their SHA-256s, in order.
+    """
+    if isinstance(path, (str, os.PathLike)):
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    return hashlib.sha256("".join(file_sha256(p) for p in path).encode()).hexdigest()
+
+
+def _names(files) -> str:
+    return Path(files).name if isinstance(files, (str, os.PathLike)) else " + ".join(Path(f).name for f in files)
 
 
 def check_record_made_from(record: dict, checkpoint, *, record_name: str, remake: str,
                            strict: bool = True) -> bool:
-    """Whether a benchmark record was made from `checkpoint` as it is on disk (by its SHA-256).
+    """Whether a benchmark record was made from `checkpoint` (a file, or a list of files) as it is on
+    disk (by its SHA-256, file_sha256).
 
     A chapter that plots runs made from chapter 4's checkpoint must plot runs of *that* checkpoint;
     re-made (chapter 4 re-executed on another processor, say), it starts every run elsewhere.
@@ -57,7 +68,7 @@ def check_record_made_from(record: dict, checkpoint, *, record_name: str, remake
     if made_from == here:
         return True
     message = (f"{record_name} was made from {'an unrecorded checkpoint' if made_from is None else made_from[:12]}, "
-               f"not from {Path(checkpoint).name} as it is now ({here[:12]}): its runs started from another "
+               f"not from {_names(checkpoint)} as it is now ({here[:12]}): its runs started from another "
                f"model. Re-make it with `{remake}` (or `python -m course_lib reproduce --rerun-runs`).")
     if strict:
         raise CheckpointMismatchError(message)

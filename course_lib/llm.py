@@ -45,6 +45,7 @@ from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe
 TINY = "tiny"
 REPO_ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_TINY_DIR = REPO_ROOT / "notebooks" / "checkpoints" / "tiny_coder"
+DEFAULT_SFT_DIR = DEFAULT_TINY_DIR.parent / "tiny_coder_sft"  # chapter 9's SFT adapter, chapter 10's start
 PRETRAINING_FILE = "pretraining.json"  # what the tiny coder was trained on, how long it took, its curves
 
 
@@ -246,6 +247,13 @@ def save_model(model, tokenizer, out_dir, info: dict | None = None) -> Path:
         saved = {k: v for k, v in info.items() if k != "seconds"}
         (out / PRETRAINING_FILE).write_text(json.dumps(saved, indent=1) + "\n")
     return out
+
+
+def tiny_start_files(model_dir=DEFAULT_TINY_DIR, adapter_dir=DEFAULT_SFT_DIR) -> list[Path]:
+    """The weight files an RL run of the tiny coder starts from: chapter 9's model and its SFT adapter.
+    A record of such runs carries their SHA-256 (checkpoints.file_sha256), so a chapter can tell whether
+    the record was made from the files it loads (checkpoints.check_record_made_from)."""
+    return [Path(model_dir) / "model.safetensors", Path(adapter_dir) / "adapter_model.safetensors"]
 
 
 def read_pretraining_info(model_dir=DEFAULT_TINY_DIR) -> dict:

@@ -187,7 +187,7 @@ def resolve_init_adapter(value: str, model_name: str):
         return value
     if model_name != TINY:
         return None
-    sft_dir = llm.DEFAULT_TINY_DIR.parent / "tiny_coder_sft"
+    sft_dir = llm.DEFAULT_SFT_DIR
     if not (sft_dir / "adapter_config.json").exists():
         raise FileNotFoundError(f"the tiny coder's SFT adapter is not at {sft_dir}; run "
                                 "notebooks/09_transformers_and_lora.ipynb, or pass --init-adapter none")

@@ -100,3 +100,17 @@ def test_a_record_made_from_another_copy_of_the_checkpoint_is_refused(saved, tmp
         check_record_made_from({}, path, record_name="data/x.json", remake="python benchmarks/x.py")
     with pytest.warns(UserWarning, match="another model"):  # a reader's notebook: told, not stopped
         assert not check_record_made_from(record, other, record_name="x", remake="y", strict=False)
+
+
+def test_a_record_made_from_several_files_names_them_and_checks_each(tmp_path):
+    """A tiny-coder record starts from a model and its adapter: either changed means another start."""
+    model, adapter = tmp_path / "model.safetensors", tmp_path / "adapter_model.safetensors"
+    model.write_bytes(b"weights")
+    adapter.write_bytes(b"adapter")
+    record = {"pretrained_sha256": file_sha256([model, adapter])}
+    assert file_sha256(model) != record["pretrained_sha256"] != file_sha256(adapter)
+    assert check_record_made_from(record, [model, adapter], record_name="x", remake="y")
+    assert file_sha256([adapter, model]) != record["pretrained_sha256"]  # the order is part of the start
+    adapter.write_bytes(b"adapter, trained again")
+    with pytest.raises(CheckpointMismatchError, match=r"model\.safetensors \+ adapter_model\.safetensors as it is now"):
+        check_record_made_from(record, [model, adapter], record_name="x", remake="y")

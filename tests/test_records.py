@@ -1,4 +1,5 @@
-"""The benchmark records the chapters plot were made from the checkpoint the chapters load."""
+"""The benchmark records the chapters plot were made from the checkpoint the chapters load
+(chapter 4's GRU; chapter 9's tiny coder and its SFT adapter)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,24 @@ def test_some_records_start_from_chapter_4s_checkpoint():
 def test_record_was_made_from_the_committed_checkpoint(record):
     data = json.loads(record.read_text())
     check_record_made_from(data, ROOT / data["pretrained"], record_name=f"notebooks/data/{record.name}",
+                           remake=f"python benchmarks/{record.stem}.py")
+
+
+FROM_TINY_CODER = [p for p in RECORDS if "start" in json.loads(p.read_text())]
+
+
+def test_chapter_10s_record_starts_from_chapter_9s_tiny_coder():
+    from course_lib import llm
+
+    assert [p.stem for p in FROM_TINY_CODER] == ["llm_rl_benchmark"]
+    start = json.loads(FROM_TINY_CODER[0].read_text())["start"]
+    assert [ROOT / p for p in start] == llm.tiny_start_files()
+
+
+@pytest.mark.parametrize("record", FROM_TINY_CODER, ids=lambda p: p.stem)
+def test_record_was_made_from_the_committed_tiny_coder(record):
+    data = json.loads(record.read_text())
+    check_record_made_from(data, [ROOT / p for p in data["start"]], record_name=f"notebooks/data/{record.name}",
                            remake=f"python benchmarks/{record.stem}.py")
 
 
