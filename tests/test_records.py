@@ -13,6 +13,7 @@ from course_lib.checkpoints import check_record_made_from
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = sorted((ROOT / "notebooks" / "data").glob("*.json"))
 FROM_CHECKPOINT = [p for p in RECORDS if json.loads(p.read_text()).get("pretrained", "").endswith(".pt")]
+FROM_TINY_CODER = [p for p in RECORDS if "start" in json.loads(p.read_text())]  # chapter 9's model + adapter
 
 
 def test_some_records_start_from_chapter_4s_checkpoint():
@@ -24,9 +25,6 @@ def test_record_was_made_from_the_committed_checkpoint(record):
     data = json.loads(record.read_text())
     check_record_made_from(data, ROOT / data["pretrained"], record_name=f"notebooks/data/{record.name}",
                            remake=f"python benchmarks/{record.stem}.py")
-
-
-FROM_TINY_CODER = [p for p in RECORDS if "start" in json.loads(p.read_text())]
 
 
 def test_chapter_10s_record_starts_from_chapter_9s_tiny_coder():
