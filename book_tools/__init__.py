@@ -5,7 +5,22 @@
     book_check     build the book and open every page in headless Chromium; check its links
     glossary       link each glossary entry back to the chapters that use it
     colab          the setup cell that opens every chapter (on Colab it fetches and installs the course)
+    arithmetic     which processor vendor's arithmetic the outputs follow, and the cells that depend on it
+    nbcheck        the test command's notebook checks: each chapter under nbval, from the committed checkpoints
 
 The commands stay `python -m course_lib reproduce | check-book | check-links | sync-glossary |
-sync-setup-cells`; `course_lib.__main__` hands them to these modules.
+sync-setup-cells`; `course_lib.__main__` hands them to these modules. This package itself holds
+what several of them share: where the course is, and how a notebook is written back.
 """
+
+import json
+from pathlib import Path
+
+REPO_ROOT = Path(__file__).resolve().parents[1]
+NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+
+
+def write_notebook(path: Path, nb: dict) -> None:
+    """Write a notebook's JSON the way Jupyter does (indent 1, characters kept as they are), so a
+    tool that changes one cell leaves a diff of that cell only."""
+    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")

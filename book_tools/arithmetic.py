@@ -32,8 +32,8 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
+from book_tools import NOTEBOOKS_DIR, write_notebook
+
 STAMP_PATH = NOTEBOOKS_DIR / "outputs_made_on.json"
 TAG = "cpu-arithmetic"
 OUTPUTS_DIFFER = "Cell outputs differ"  # nbval's message for a cell that ran but printed something else
@@ -91,10 +91,6 @@ def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
 
-def _write_notebook(path: Path, nb: dict) -> None:
-    path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
-
-
 def _chapters(notebooks_dir: Path) -> list[Path]:
     from book_tools.reproduce import chapter_notebooks  # reproduce imports this module
 
@@ -135,7 +131,7 @@ def untag(notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
         for cell in tagged:
             cell["metadata"]["tags"].remove(TAG)
         if tagged:  # a notebook without the tag is left as it is
-            _write_notebook(path, nb)
+            write_notebook(path, nb)
             removed += len(tagged)
     return removed
 
@@ -157,7 +153,7 @@ def tag(cells: dict[str, list[int]], notebooks_dir: Path = NOTEBOOKS_DIR) -> int
             if TAG not in tags:
                 tags.append(TAG)
                 added += 1
-        _write_notebook(path, nb)
+        write_notebook(path, nb)
     return added
 
 

@@ -42,7 +42,8 @@ import urllib.request
 from pathlib import Path
 from urllib.parse import urlparse
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from book_tools import REPO_ROOT
+
 CACHE_DIR = REPO_ROOT / ".cache" / "book-assets"
 NPM_REGISTRY = os.environ.get("NPM_REGISTRY", "https://registry.npmjs.org")
 

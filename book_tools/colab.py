@@ -20,7 +20,8 @@ from pathlib import Path
 
 import yaml
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from book_tools import REPO_ROOT, write_notebook
+
 CONFIG_PATH = REPO_ROOT / "_config.yml"
 
 SETUP_CELL_TEMPLATE = '''\
@@ -69,6 +70,6 @@ def sync_setup_cells(notebooks: list[Path]) -> list[Path]:
         cell = first_code_cell(nb)
         if "".join(cell["source"]) != source:
             cell["source"] = source.splitlines(keepends=True)
-            path.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+            write_notebook(path, nb)
             changed.append(path)
     return changed

@@ -18,9 +18,9 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
+from book_tools import NOTEBOOKS_DIR as NOTEBOOKS, REPO_ROOT
+
 GLOSSARY = REPO_ROOT / "book" / "glossary.md"
-NOTEBOOKS = REPO_ROOT / "notebooks"
 # [words](../book/glossary.md) or, when the words differ from the term, [words](../book/glossary.md "Term")
 LINK = re.compile(r'\[([^\]]+)\]\(\.\./book/glossary\.md(?:#[^)\s]*)?(?:\s+"([^"]+)")?\)')
 BACKLINK_PREFIX = "Chapters: "

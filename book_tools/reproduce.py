@@ -26,10 +26,8 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from book_tools import arithmetic
+from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic, write_notebook
 
-REPO_ROOT = Path(__file__).resolve().parents[1]
-NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 TIMINGS_PATH = REPO_ROOT / "book" / "timings.json"
 TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
 
@@ -141,7 +139,7 @@ def stamp_time(notebook: Path, seconds: float) -> None:
             source = "".join(cell["source"])
             if TIME_LINE.search(source):
                 cell["source"] = TIME_LINE.sub(lambda m: m["bullet"] + text, source).splitlines(keepends=True)
-    notebook.write_text(json.dumps(nb, indent=1, ensure_ascii=False) + "\n")
+    write_notebook(notebook, nb)
 
 
 def load_timings() -> dict:
@@ -228,9 +226,9 @@ def check_arithmetic(notebooks: list[Path]) -> None:
             f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. These chapters have cells "
             f"tagged '{arithmetic.TAG}', whose outputs change with the vendor's floating-point kernels: "
             f"{', '.join(sensitive)}. Re-executing them alone would mix two arithmetics in the book. "
-            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes; chapter 4's checkpoint "
-            f"then changes, so the benchmark records made from it must be re-made too: tests/test_records.py "
-            f"names them and their commands), or run on a processor whose vendor is {made_on}.")
+            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes; chapter 4's GRU and "
+            f"chapter 9's tiny coder then change, so the benchmark records made from them must be re-made too: "
+            f"tests/test_records.py names them and their commands), or run on a processor whose vendor is {made_on}.")
 
 
 def summarize_junit(paths: Path | list[Path]) -> str:
