@@ -9,7 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-from book_tools import arithmetic, reproduce
+from book_tools import arithmetic, reproduce, write_notebook
 
 ROOT = Path(__file__).resolve().parents[1]
 CHAPTERS = reproduce.chapter_notebooks()
@@ -60,7 +60,7 @@ def test_tagging_touches_tags_only(tmp_path):
         tags = cell.get("metadata", {}).get("tags")
         if tags is not None:
             cell["metadata"]["tags"] = [t for t in tags if t != arithmetic.TAG]
-    (tmp_path / src.name).write_text(json.dumps(before, indent=1, ensure_ascii=False) + "\n")
+    write_notebook(tmp_path / src.name, before)
     assert arithmetic.tag({src.name: [20, 24]}, tmp_path) == 2
     assert arithmetic.tag({src.name: [20]}, tmp_path) == 0  # already there
     after = json.loads((tmp_path / src.name).read_text())
