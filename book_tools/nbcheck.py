@@ -22,7 +22,7 @@ import tempfile
 from pathlib import Path
 
 from book_tools import arithmetic
-from book_tools.reproduce import REPO_ROOT, chapter_notebooks, summarize_junit
+from book_tools.reproduce import REPO_ROOT, select_chapters, summarize_junit
 
 CHECKPOINTS = REPO_ROOT / "notebooks" / "checkpoints"
 REPORTS = REPO_ROOT / "_build" / "test-reports"
@@ -77,9 +77,7 @@ def _restore(snapshot: Path) -> None:
 def check(prefixes: list[str] | None = None) -> int:
     from book_tools.batch_engine import CELL_TIMEOUT_S
 
-    notebooks = [nb for nb in chapter_notebooks() if not prefixes or any(nb.name.startswith(p) for p in prefixes)]
-    if not notebooks:
-        raise SystemExit(f"nbcheck: no chapter starts with {prefixes}; choose from {[p.stem for p in chapter_notebooks()]}")
+    notebooks = select_chapters(prefixes, "nbcheck")
     made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
     REPORTS.mkdir(parents=True, exist_ok=True)
     failed, reports = [], []

@@ -89,6 +89,16 @@ def chapter_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
     return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
 
 
+def select_chapters(prefixes: list[str] | None, command: str) -> list[Path]:
+    """The chapters whose names start with one of `prefixes` (every chapter when there are none);
+    an error naming the command and the chapters to choose from when none matches."""
+    notebooks = [nb for nb in chapter_notebooks() if not prefixes or any(nb.name.startswith(p) for p in prefixes)]
+    if not notebooks:
+        raise SystemExit(f"{command}: no chapter in {NOTEBOOKS_DIR} starts with {prefixes}; "
+                         f"choose from {[p.stem for p in chapter_notebooks()]}")
+    return notebooks
+
+
 def format_duration(seconds: float) -> str:
     """'42 s' or '3 min 05 s': how the book states times."""
     seconds = round(seconds)
@@ -184,12 +194,7 @@ def run_pre_step(notebook: Path, rerun: bool) -> None:
 
 
 def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:
-    notebooks = chapter_notebooks()
-    if only:
-        notebooks = [nb for nb in notebooks if any(nb.name.startswith(o) for o in only)]
-        if not notebooks:
-            raise SystemExit(f"reproduce: no notebook in {NOTEBOOKS_DIR} starts with {only}; "
-                             f"choose from {[p.stem for p in chapter_notebooks()]}")
+    notebooks = select_chapters(only, "reproduce")
     check_arithmetic(notebooks)
     for nb in notebooks:
         run_pre_step(nb, rerun_runs)
