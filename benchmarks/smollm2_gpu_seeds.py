@@ -1,0 +1,139 @@
+"""The long GRPO run of `benchmarks/smollm2_gpu_long.py` over several seeds at once, on one GPU.
+
+Each seed is one process of that script with the same settings (`--steps` caps the RL steps,
+`--train-seconds` the training time; the record says how many steps each seed ran). A 135M-parameter
+model leaves a large GPU mostly idle, so the seeds run side by side. The start is measured again in
+each process (its sampled pass@1 depends on the seed), so every seed's gain is paired with its own start.
+
+    python benchmarks/smollm2_gpu_seeds.py --work DIR --seeds 0 1 2 --steps 49
+        converts the model once, runs the seeds (DIR/seed{k}.json, DIR/adapter_seed{k}), then merges them
+    python benchmarks/smollm2_gpu_seeds.py --merge DIR
+        only merges DIR's per-seed records into notebooks/data/smollm2_gpu_seeds.json (--output)
+
+The merged record keeps each seed's start and trained rows and, for each measure, the per-seed change
+with its mean, standard error and verdict (`course_lib.stats.seed_verdict`: a gain only beyond the
+t-interval for the number of seeds). "never trained on" pools the course's test split and HumanEval's
+33 test problems (48 tasks).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from _common import write_json  # noqa: E402
+
+REPO_ROOT = Path(__file__).resolve().parent.parent
+SCRIPT = Path(__file__).resolve().parent / "smollm2_gpu_long.py"
+
+# (name in the record, how to read it off a start or trained row)
+MEASURES = {
+    "train_greedy": lambda r: r["train_greedy_pass@1"],
+    "val_greedy": lambda r: r["val_greedy_pass@1"],
+    "test_greedy": lambda r: r["test_greedy_pass@1"],
+    "test_sampled": lambda r: r["test_pass@1_from_samples"],
+    "humaneval_test_greedy": lambda r: r["humaneval_test_greedy_pass@1"],
+    "humaneval_test_sampled": lambda r: r["humaneval_test_pass@1_from_samples"],
+    "never_trained_greedy": lambda r: round((r["test_greedy_passed"] + r["humaneval_test_greedy_passed"])
+                                            / (r["test_tasks"] + r["humaneval_test_tasks"]), 4),
+}
+
+
+def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, threads: int,
+              quick: bool = False) -> None:
+    """Convert the model once (the processes would race to write its cache), then one process a seed."""
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    sys.path.insert(0, str(REPO_ROOT))
+    from course_lib import model_zoo
+
+    model_zoo.smollm2_folder()
+    work.mkdir(parents=True, exist_ok=True)
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    procs = []
+    for seed in seeds:
+        cmd = [sys.executable, str(SCRIPT), "--seed", str(seed), "--steps", str(steps),
+               "--train-seconds", str(train_seconds), "--no-humaneval164",
+               *(["--quick"] if quick else []), "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
+        log = open(work / f"seed{seed}.log", "w")
+        procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
+    for seed, proc, log in procs:
+        proc.wait()
+        log.close()
+        print(f"seed {seed}: exit {proc.returncode}", flush=True)
+
+
+def merge(work: Path, output: Path) -> dict:
+    """One record of every seed whose run finished (a trained row), with the paired changes."""
+    from course_lib.stats import mean_se, seed_verdict, t_factor
+
+    seeds = {}
+    for path in sorted(work.glob("seed*.json")):
+        record = json.loads(path.read_text())
+        rows = {r["model"]: r for r in record["runs"]}
+        if "grpo-long" not in rows:
+            print(f"{path.name}: no trained row (the run did not finish); left out")
+            continue
+        seeds[record["seed"]] = record
+    if not seeds:
+        raise SystemExit(f"no finished seed in {work}: each seed*.json needs its trained ('grpo-long') row")
+    first = next(iter(seeds.values()))
+    changes = {}
+    for name, read in MEASURES.items():
+        before = [read(next(r for r in rec["runs"] if r["model"] == "start")) for rec in seeds.values()]
+        after = [read(next(r for r in rec["runs"] if r["model"] == "grpo-long")) for rec in seeds.values()]
+        diffs = [round(a - b, 4) for a, b in zip(after, before)]
+        changes[name] = {"start": before, "trained": after, "change": diffs}
+        if len(diffs) < 2:  # one seed has no standard error
+            changes[name].update(change_mean=diffs[0], change_se=None, t_factor=None, verdict="one seed: no interval")
+            continue
+        mean, se = mean_se(diffs)
+        changes[name].update(change_mean=round(mean, 4), change_se=round(se, 4),
+                             t_factor=round(t_factor(len(diffs)), 2), verdict=seed_verdict(diffs))
+    record = {"script": "benchmarks/smollm2_gpu_seeds.py", "runs_script": first["script"],
+              "model": first["model"], "parameters": first["parameters"], "rl": first["rl"],
+              "greedy": first["greedy"], "sampled": first["sampled"], "lora": first["lora"],
+              "rollout_pool": first["rollout_pool"], "train_seconds_budget": first["train_seconds_budget"],
+              "device": first["device"], "machine": first["machine"], "torch": first["torch"],
+              "transformers": first["transformers"], "python": first["python"],
+              "sandbox_isolation": first["sandbox_isolation"], "seeds": sorted(seeds),
+              "runs_side_by_side": len(seeds), "changes": changes,
+              "per_seed": {str(s): {"runs": rec["runs"], "wall_seconds": rec["wall_seconds"]}
+                           for s, rec in sorted(seeds.items())}}
+    write_json(output, record)
+    return record
+
+
+def main() -> None:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--work", type=Path, help="folder for the per-seed records, logs and adapters")
+    p.add_argument("--merge", type=Path, help="only merge this folder's per-seed records")
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--steps", type=int, default=49, help="RL steps per seed (the H100 run's seed 0 ran 49) [49]")
+    p.add_argument("--train-seconds", type=float, default=360.0, help="stop a seed's RL after this long [360]")
+    p.add_argument("--threads", type=int, default=4, help="CPU threads per process [4]")
+    p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
+    p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
+    args = p.parse_args()
+    if (args.work is None) == (args.merge is None):
+        p.error("give --work DIR (run the seeds, then merge) or --merge DIR (merge only)")
+    start = time.perf_counter()
+    if args.work is not None:
+        run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.quick)
+    sys.path.insert(0, str(REPO_ROOT))
+    record = merge(args.work or args.merge, args.output)
+    for name, c in record["changes"].items():
+        se = "" if c["change_se"] is None else f" ± {c['change_se']:.3f}"
+        print(f"{name:24s} start {c['start']} -> trained {c['trained']}: change {c['change_mean']:+.3f}{se} "
+              f"({c['verdict']})")
+    print(f"wrote {args.output} ({time.perf_counter() - start:.0f} s)")
+
+
+if __name__ == "__main__":
+    main()
