@@ -93,6 +93,9 @@ def main() -> None:
     parser.add_argument("--train-seconds", type=float, default=300.0, help="stop RL after this much training time")
     parser.add_argument("--steps", type=int, default=MAX_STEPS, help=f"at most this many RL steps [{MAX_STEPS}]")
     parser.add_argument("--seed", type=int, default=0)
+    parser.add_argument("--micro-batch-size", type=int, default=None,
+                        help="rows scored and back-propagated at once in the update: the same update in less GPU "
+                             "memory (RLConfig.micro_batch_size) [all at once]")
     parser.add_argument("--no-humaneval164", action="store_true",
                         help="skip the start's evaluation on all 164 HumanEval problems (it does not change with --seed "
                              "when greedy)")
@@ -112,6 +115,8 @@ def main() -> None:
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks, he_test, he_all = load_tasks(), load_humaneval("test"), load_humaneval()
     rl, greedy, sampled = dict(RL_LONG, steps=args.steps), dict(GREEDY), dict(SAMPLED)
+    if args.micro_batch_size is not None:
+        rl["micro_batch_size"] = args.micro_batch_size
     if args.quick:
         tasks = [t for s in ("train", "val", "test") for t in [t for t in tasks if t.split == s][:2]]
         he_test, he_all = he_test[:2], he_all[:3]

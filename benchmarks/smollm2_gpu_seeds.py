@@ -5,8 +5,10 @@ Each seed is one process of that script with the same settings (`--steps` caps t
 model leaves a large GPU mostly idle, so the seeds run side by side. The start is measured again in
 each process (its sampled pass@1 depends on the seed), so every seed's gain is paired with its own start.
 
-    python benchmarks/smollm2_gpu_seeds.py --work DIR --seeds 0 1 2 --steps 49
-        converts the model once, runs the seeds (DIR/seed{k}.json, DIR/adapter_seed{k}), then merges them
+    python benchmarks/smollm2_gpu_seeds.py --work DIR
+        converts the model once, runs seeds 0, 1 and 2 (DIR/seed{k}.json, DIR/adapter_seed{k}), then merges them;
+        the record notebooks/data/smollm2_gpu_seeds.json came from this command on one H200 (its log:
+        benchmarks/records/smollm2_gpu_seeds.log), its adapters are notebooks/data/smollm2_gpu_seeds_adapters/
     python benchmarks/smollm2_gpu_seeds.py --merge DIR
         only merges DIR's per-seed records into notebooks/data/smollm2_gpu_seeds.json (--output)
 
@@ -47,7 +49,7 @@ MEASURES = {
 
 
 def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, threads: int,
-              quick: bool = False) -> None:
+              micro_batch_size: int, quick: bool = False) -> None:
     """Convert the model once (the processes would race to write its cache), then one process a seed."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT))
@@ -55,12 +57,13 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
 
     model_zoo.smollm2_folder()
     work.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1"}
+    env = {**os.environ, "OMP_NUM_THREADS": str(threads), "PYTHONUNBUFFERED": "1",
+           "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}
     procs = []
     for seed in seeds:
         cmd = [sys.executable, str(SCRIPT), "--seed", str(seed), "--steps", str(steps),
                "--train-seconds", str(train_seconds), "--no-humaneval164",
-               *(["--quick"] if quick else []), "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
+               "--micro-batch-size", str(micro_batch_size), *(["--quick"] if quick else []), "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
         log = open(work / f"seed{seed}.log", "w")
         procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
     for seed, proc, log in procs:
@@ -116,8 +119,11 @@ def main() -> None:
     p.add_argument("--merge", type=Path, help="only merge this folder's per-seed records")
     p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--steps", type=int, default=49, help="RL steps per seed (the H100 run's seed 0 ran 49) [49]")
-    p.add_argument("--train-seconds", type=float, default=360.0, help="stop a seed's RL after this long [360]")
+    p.add_argument("--train-seconds", type=float, default=330.0, help="stop a seed's RL after this long [330]")
     p.add_argument("--threads", type=int, default=4, help="CPU threads per process [4]")
+    p.add_argument("--micro-batch-size", type=int, default=16,
+                   help="each update in chunks of this many rows: the same update in a third of the GPU memory, so "
+                        "that three seeds fit on one GPU (8 x 8 rows at once took about 40 GB on an H100) [16]")
     p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
     args = p.parse_args()
@@ -125,7 +131,8 @@ def main() -> None:
         p.error("give --work DIR (run the seeds, then merge) or --merge DIR (merge only)")
     start = time.perf_counter()
     if args.work is not None:
-        run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.quick)
+        run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.micro_batch_size,
+                  args.quick)
     sys.path.insert(0, str(REPO_ROOT))
     record = merge(args.work or args.merge, args.output)
     for name, c in record["changes"].items():
