@@ -15,7 +15,7 @@ each process (its sampled pass@1 depends on the seed), so every seed's gain is p
 The merged record keeps each seed's start and trained rows and, for each measure, the per-seed change
 with its mean, standard error and verdict (`course_lib.stats.seed_verdict`: a gain only beyond the
 t-interval for the number of seeds). "never trained on" pools the course's test split and HumanEval's
-33 test problems (48 tasks).
+33 test problems (48 tasks), greedy and from samples.
 """
 
 from __future__ import annotations
@@ -45,6 +45,9 @@ MEASURES = {
     "humaneval_test_sampled": lambda r: r["humaneval_test_pass@1_from_samples"],
     "never_trained_greedy": lambda r: round((r["test_greedy_passed"] + r["humaneval_test_greedy_passed"])
                                             / (r["test_tasks"] + r["humaneval_test_tasks"]), 4),
+    "never_trained_sampled": lambda r: round((r["test_pass@1_from_samples"] * r["test_tasks"]
+                                              + r["humaneval_test_pass@1_from_samples"] * r["humaneval_test_tasks"])
+                                             / (r["test_tasks"] + r["humaneval_test_tasks"]), 4),
 }
 
 

@@ -1,0 +1,78 @@
+"""The records made on a GPU, which the batch cannot remake, agree with themselves: the three-seed
+GRPO record's summary is what its own per-seed rows give, its adapters are the LoRA it names, and
+the GRU's GPU run ended normally on the device it names."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+from course_lib import stats
+
+ROOT = Path(__file__).resolve().parents[1]
+SEEDS_RECORD = ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json"
+GRU_RECORD = ROOT / "benchmarks" / "records" / "gru_ppo_cuda.json"
+
+
+@pytest.fixture(scope="module")
+def seeds_script():
+    saved = list(sys.path)  # the script puts benchmarks/ on the path
+    try:
+        spec = importlib.util.spec_from_file_location("smollm2_gpu_seeds", ROOT / "benchmarks" / "smollm2_gpu_seeds.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
+
+
+def test_the_three_seed_summary_is_what_its_per_seed_rows_give(seeds_script):
+    record = json.loads(SEEDS_RECORD.read_text())
+    assert record["seeds"] == [0, 1, 2] and sorted(record["per_seed"]) == ["0", "1", "2"]
+    assert set(record["changes"]) == set(seeds_script.MEASURES)
+    for name, read in seeds_script.MEASURES.items():
+        rows = [{r["model"]: r for r in record["per_seed"][str(s)]["runs"]} for s in record["seeds"]]
+        before, after = [read(r["start"]) for r in rows], [read(r["grpo-long"]) for r in rows]
+        change = record["changes"][name]
+        assert change["start"] == before and change["trained"] == after, name
+        assert change["change"] == [round(a - b, 4) for a, b in zip(after, before)], name
+        assert change["verdict"] == stats.seed_verdict(change["change"]), name
+        mean, se = stats.mean_se(change["change"])
+        assert (change["change_mean"], change["change_se"]) == (round(mean, 4), round(se, 4)), name
+
+
+def test_the_three_seed_record_is_a_full_run_on_a_gpu():
+    record = json.loads(SEEDS_RECORD.read_text())
+    assert record["device"].startswith("cuda") and "NVIDIA" in record["machine"]
+    for seed in record["seeds"]:
+        trained = next(r for r in record["per_seed"][str(seed)]["runs"] if r["model"] == "grpo-long")
+        assert 0 < trained["steps_done"] == len(trained["curve"]) <= record["rl"]["steps"]
+        assert trained["train_seconds"] >= record["train_seconds_budget"] or trained["steps_done"] == record["rl"]["steps"]
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_each_seeds_adapter_is_the_lora_the_record_names(seed):
+    record = json.loads(SEEDS_RECORD.read_text())
+    folder = ROOT / "notebooks" / "data" / "smollm2_gpu_seeds_adapters" / f"seed{seed}"
+    config = json.loads((folder / "adapter_config.json").read_text())
+    assert (config["r"], config["lora_alpha"]) == (record["lora"]["rank"], record["lora"]["alpha"])
+    assert (folder / "adapter_model.safetensors").stat().st_size > 100_000
+
+
+def test_the_grus_gpu_run_ended_normally_on_the_gpu():
+    from course_lib.checkpoints import file_sha256
+
+    record = json.loads(GRU_RECORD.read_text())
+    assert record["pretrained_sha256"] == file_sha256(ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
+    assert [c["result"].split()[0] for c in record["commands"]] == ["rc=0"] * len(record["commands"])
+    assert sum("--device cuda" in c["command"] for c in record["commands"]) == 4
+    for name, result in record["eval"].items():
+        assert result["device"].startswith("cuda: NVIDIA"), name
+        assert len(record["curves"][name]) == result["updates"], name
+    mixed, straight = record["curves"]["mixed (cuda, cpu, cuda)"], record["curves"]["cuda straight"]
+    # the first two updates ran on the GPU in both runs: the same episodes, hence the same rewards
+    assert [r["reward_mean"] for r in mixed[:2]] == [r["reward_mean"] for r in straight[:2]]
