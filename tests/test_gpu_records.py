@@ -76,3 +76,30 @@ def test_the_grus_gpu_run_ended_normally_on_the_gpu():
     mixed, straight = record["curves"]["mixed (cuda, cpu, cuda)"], record["curves"]["cuda straight"]
     # the first two updates ran on the GPU in both runs: the same episodes, hence the same rewards
     assert [r["reward_mean"] for r in mixed[:2]] == [r["reward_mean"] for r in straight[:2]]
+
+
+@pytest.mark.slow
+def test_a_gpu_trained_adapter_passes_on_this_cpu_the_test_tasks_its_record_names():
+    """The record is more than a claim: seed 0's adapter, trained on the GPU, loaded here on the CPU,
+    passes exactly the `test` tasks (never trained on) that the record says it passed there (about 40 s)."""
+    pytest.importorskip("gguf")
+    import torch
+
+    from course_lib import evaluation, llm, model_zoo
+    from course_lib.tasks import load_tasks
+
+    record = json.loads(SEEDS_RECORD.read_text())
+    tasks = [t for t in load_tasks() if t.split == "test"]
+    trained = next(r for r in record["per_seed"]["0"]["runs"] if r["model"] == "grpo-long")
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        model, tokenizer = model_zoo.load_model(model_zoo.SMOLLM2, "cpu")
+        model = llm.load_adapter(model, ROOT / "notebooks" / "data" / "smollm2_gpu_seeds_adapters" / "seed0")
+        rows = evaluation.evaluate(model, tokenizer, tasks, n_samples=0, greedy=True, style="chat", seed=0,
+                                   max_new_tokens=record["greedy"]["max_new_tokens"])["per_task"]
+    finally:
+        torch.set_num_threads(threads)
+    passed_here = {r["id"] for r in rows if r["greedy_passed"]}
+    assert passed_here == set(trained["greedy_passed_ids"]) & {t.id for t in tasks}
+    assert len(passed_here) == trained["test_greedy_passed"] == 6
