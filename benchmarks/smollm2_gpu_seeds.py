@@ -126,7 +126,7 @@ def main() -> None:
     p.add_argument("--threads", type=int, default=4, help="CPU threads per process [4]")
     p.add_argument("--micro-batch-size", type=int, default=16,
                    help="each update in chunks of this many rows: the same update in less GPU memory, so that "
-                        "three seeds fit on one GPU (with 16, three seeds took 38.6 GB of an H200 together; 16 x 8 "
+                        "three seeds fit on one GPU (with 16, three seeds took 38,584 MiB of an H200 together; 16 x 8 "
                         "rows at once did not fit in an H100's 80 GB) [16]")
     p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
