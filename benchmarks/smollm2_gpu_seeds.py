@@ -66,7 +66,8 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
     for seed in seeds:
         cmd = [sys.executable, str(SCRIPT), "--seed", str(seed), "--steps", str(steps),
                "--train-seconds", str(train_seconds), "--no-humaneval164",
-               "--micro-batch-size", str(micro_batch_size), *(["--quick"] if quick else []), "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
+               "--micro-batch-size", str(micro_batch_size), *(["--quick"] if quick else []),
+               "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
         log = open(work / f"seed{seed}.log", "w")
         procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
     for seed, proc, log in procs:
