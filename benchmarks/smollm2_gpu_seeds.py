@@ -76,25 +76,31 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
         print(f"seed {seed}: exit {proc.returncode}", flush=True)
 
 
+# what every seed's record shares (they ran one protocol on one machine), kept once in the merged record
+SHARED = ("model", "parameters", "rl", "greedy", "sampled", "lora", "rollout_pool", "train_seconds_budget",
+          "device", "machine", "torch", "transformers", "python", "sandbox_isolation")
+
+
 def merge(work: Path, output: Path) -> dict:
     """One record of every seed whose run finished (a trained row), with the paired changes."""
     from course_lib.stats import mean_se, seed_verdict, t_factor
 
-    seeds = {}
-    for path in sorted(work.glob("seed*.json")):
+    seeds, rows = {}, {}  # seed -> its record; seed -> {"start": row, "grpo-long": row}
+    for path in work.glob("seed*.json"):
         record = json.loads(path.read_text())
-        rows = {r["model"]: r for r in record["runs"]}
-        if "grpo-long" not in rows:
+        by_model = {r["model"]: r for r in record["runs"]}
+        if "grpo-long" not in by_model:
             print(f"{path.name}: no trained row (the run did not finish); left out")
             continue
-        seeds[record["seed"]] = record
+        seeds[record["seed"]], rows[record["seed"]] = record, by_model
     if not seeds:
         raise SystemExit(f"no finished seed in {work}: each seed*.json needs its trained ('grpo-long') row")
-    first = next(iter(seeds.values()))
+    order = sorted(seeds)
+    first = seeds[order[0]]
     changes = {}
     for name, read in MEASURES.items():
-        before = [read(next(r for r in rec["runs"] if r["model"] == "start")) for rec in seeds.values()]
-        after = [read(next(r for r in rec["runs"] if r["model"] == "grpo-long")) for rec in seeds.values()]
+        before = [read(rows[s]["start"]) for s in order]
+        after = [read(rows[s]["grpo-long"]) for s in order]
         diffs = [round(a - b, 4) for a, b in zip(after, before)]
         changes[name] = {"start": before, "trained": after, "change": diffs}
         if len(diffs) < 2:  # one seed has no standard error
@@ -104,15 +110,9 @@ def merge(work: Path, output: Path) -> dict:
         changes[name].update(change_mean=round(mean, 4), change_se=round(se, 4),
                              t_factor=round(t_factor(len(diffs)), 2), verdict=seed_verdict(diffs))
     record = {"script": "benchmarks/smollm2_gpu_seeds.py", "runs_script": first["script"],
-              "model": first["model"], "parameters": first["parameters"], "rl": first["rl"],
-              "greedy": first["greedy"], "sampled": first["sampled"], "lora": first["lora"],
-              "rollout_pool": first["rollout_pool"], "train_seconds_budget": first["train_seconds_budget"],
-              "device": first["device"], "machine": first["machine"], "torch": first["torch"],
-              "transformers": first["transformers"], "python": first["python"],
-              "sandbox_isolation": first["sandbox_isolation"], "seeds": sorted(seeds),
-              "runs_side_by_side": len(seeds), "changes": changes,
-              "per_seed": {str(s): {"runs": rec["runs"], "wall_seconds": rec["wall_seconds"]}
-                           for s, rec in sorted(seeds.items())}}
+              **{key: first[key] for key in SHARED}, "seeds": order, "runs_side_by_side": len(seeds),
+              "changes": changes,
+              "per_seed": {str(s): {"runs": seeds[s]["runs"], "wall_seconds": seeds[s]["wall_seconds"]} for s in order}}
     write_json(output, record)
     return record
 
