@@ -21,12 +21,12 @@ import sys
 import tempfile
 from pathlib import Path
 
-from book_tools import arithmetic
-from book_tools.reproduce import REPO_ROOT, select_chapters, summarize_junit
+from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic
+from book_tools.reproduce import select_chapters, summarize_junit
 
-CHECKPOINTS = REPO_ROOT / "notebooks" / "checkpoints"
+CHECKPOINTS = NOTEBOOKS_DIR / "checkpoints"
 REPORTS = REPO_ROOT / "_build" / "test-reports"
-SANITIZE = REPO_ROOT / "notebooks" / "nbval_sanitize.cfg"
+SANITIZE = NOTEBOOKS_DIR / "nbval_sanitize.cfg"
 
 
 def _same_content(a: Path, b: Path) -> bool:
