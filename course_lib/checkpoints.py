@@ -141,12 +141,18 @@ def check_same_vocabulary(saved, given, where: str = "the checkpoint") -> None:
 # plumbing
 
 def _read(path, map_location) -> dict:
+    if isinstance(path, (str, os.PathLike)) and Path(path).is_dir():
+        raise _not_a_checkpoint(path, "it is a folder")
+    if isinstance(path, (str, os.PathLike)) and Path(path).is_file() and Path(path).stat().st_size == 0:
+        raise _not_a_checkpoint(path, "the file is empty")
     try:
         ckpt = torch.load(path, map_location=map_location, weights_only=True)  # data only, no code
     except Exception as e:  # noqa: BLE001 - any unreadable file gets the same explanation
-        raise CheckpointFormatError(f"{path} could not be read as a checkpoint: {e}") from None
+        raise _not_a_checkpoint(path, _what_it_is(path, e)) from None
+    if not isinstance(ckpt, dict):
+        raise _not_a_checkpoint(path, f"torch.load reads a {type(ckpt).__name__} from it, not a dict")
     required = ("format_version", "model_class", "config", "state_dict", "tokenizer")
-    missing = [k for k in required if not isinstance(ckpt, dict) or k not in ckpt]
+    missing = [k for k in required if k not in ckpt]
     if missing:
         raise CheckpointFormatError(
             f"{path} is not a course checkpoint: missing {missing}. A bare state_dict has no config or "
@@ -158,6 +164,33 @@ def _read(path, map_location) -> dict:
     if ckpt["model_class"] != GRUPolicy.__name__:
         raise CheckpointFormatError(f"{path} holds a {ckpt['model_class']}, not a {GRUPolicy.__name__}")
     return ckpt
+
+
+def _not_a_checkpoint(path, why: str) -> CheckpointFormatError:
+    return CheckpointFormatError(
+        f"{path} is not a course checkpoint ({why}): expected a file written by "
+        "course_lib.checkpoints.save_checkpoint, such as the policy.pt that `python -m course_lib ppo` "
+        "writes into its --out folder")
+
+
+def _what_it_is(path, error: Exception) -> str:
+    """Why torch.load failed, in words: the file's first bytes say what it is rather than torch's unpickler."""
+    try:
+        with open(path, "rb") as f:
+            head = f.read(512)
+    except (OSError, TypeError):  # not a path (a file object), or unreadable
+        return f"torch.load could not read it: {error}"
+    said = (str(error).strip().splitlines() or [type(error).__name__])[0].split(". ")[0][:160]  # its first sentence
+    if head.startswith(b"PK\x03\x04"):  # torch.save's zip format, damaged or holding more than data
+        return f"a zip file that torch.load cannot read as tensors and plain data: {said}"
+    if head.startswith(b"\x80"):  # a pickle: torch.save's old format, or pickle.dump's
+        return "a pickle that holds more than tensors and plain data, which the course never loads"
+    try:
+        text = head.decode("utf-8")
+    except UnicodeDecodeError:
+        return f"a binary file whose first bytes ({head[:8].hex(' ')}) are not those of torch.save's format"
+    first = text.strip().splitlines()[0][:60] if text.strip() else ""
+    return f"a text file, beginning {first!r}" if first else "a text file of blank lines"
 
 
 def _tokenizer_from_dict(data: dict):

@@ -86,22 +86,73 @@ def _drop_gguf_quantization(folder: Path) -> None:
         config_file.write_text(json.dumps(config, indent=2, sort_keys=True) + "\n")
 
 
+class ModelNotFoundError(ValueError):
+    """A model name that is neither one of the course's names, nor a folder, nor a model the hub has."""
+
+
 def resolve_model_name(model_name: str) -> str:
     """The folder or hub name from_pretrained reads for a model name.
 
     "tiny" -> the tiny coder's folder; "smollm2-135m-instruct" -> its converted folder (made on
-    first use); a folder or a hub name ("owner/model") stays as it is; anything else is an error
-    that lists the names.
+    first use); a folder stays as it is; a hub name ("owner/model") stays as it is once the hub (or
+    its local cache) has the model's config.json. Anything else is a ModelNotFoundError that says
+    which of the three it tried (the course's names, a folder, the hub) and how to fix it.
     """
     if model_name == TINY:
         return str(llm.DEFAULT_TINY_DIR)
     if model_name == SMOLLM2:
         return str(smollm2_folder())
-    looks_local = os.path.isdir(model_name) or model_name.startswith((".", "/", "~"))
-    if not looks_local and model_name.count("/") != 1:
-        raise ValueError(f"unknown model {model_name!r}: use one of {', '.join(MODEL_NAMES)}, another hub name "
-                         f"(owner/model, needs the Hugging Face hub), or a folder written by save_pretrained")
+    if os.path.isdir(os.path.expanduser(model_name)):
+        return model_name
+    if model_name.startswith((".", "/", "~")) or model_name.count("/") != 1:
+        raise _model_not_found(model_name, "not asked: a hub name has the form owner/model")
+    problem = _hub_problem(model_name)
+    if problem:
+        raise _model_not_found(model_name, problem)
     return model_name
+
+
+def _hub_problem(name: str) -> str | None:
+    """None if the hub, or its local cache, has `name`'s config.json (fetched as from_pretrained would);
+    otherwise what went wrong, in words."""
+    from huggingface_hub import constants, errors, hf_hub_download
+
+    try:
+        hf_hub_download(name, "config.json")
+    except errors.GatedRepoError:
+        return ("it has the model, but only for accounts that accepted its terms: accept them on "
+                f"huggingface.co/{name} and log in with `hf auth login`")
+    except errors.RepositoryNotFoundError:
+        return "it answered that it has no model of that name (or one that is private to another account)"
+    except errors.RemoteEntryNotFoundError:
+        return "it has a repository of that name, but no config.json in it: not a transformers model"
+    except errors.LocalEntryNotFoundError:
+        if constants.is_offline_mode():
+            return (f"not asked, as HF_HUB_OFFLINE is set, and its local cache ({constants.HF_HUB_CACHE}) "
+                    "holds no copy of the model (unset HF_HUB_OFFLINE to ask the hub)")
+        return (f"{constants.ENDPOINT} could not be reached from here, and the hub's local cache "
+                f"({constants.HF_HUB_CACHE}) holds no copy of the model")
+    except errors.HFValidationError as e:
+        return f"not asked: {name!r} is not a valid hub name ({e})"
+    except (errors.HfHubHTTPError, OSError) as e:
+        return f"it could not give the model's config.json ({type(e).__name__}: {e})"
+    return None
+
+
+def _model_not_found(model_name: str, hub: str) -> ModelNotFoundError:
+    if model_name in MODEL_NAMES:  # a course's name that lives on the hub (DeepSeek-Coder)
+        return ModelNotFoundError(
+            f"the model {model_name!r} comes from the Hugging Face hub: {hub}. Fix: run on a machine that "
+            "reaches huggingface.co (Colab does), or save the model there with save_pretrained and pass that "
+            f"folder; on this machine the course's own models are {TINY!r} and {SMOLLM2!r}")
+    folder = Path(model_name).expanduser().absolute()
+    return ModelNotFoundError(
+        f"unknown model {model_name!r}; tried three things: "
+        f"(1) the course's names ({', '.join(MODEL_NAMES)}): not one of them; "
+        f"(2) a folder: there is no folder {folder}; "
+        f"(3) the Hugging Face hub: {hub}. "
+        "Fix: pass one of the course's names, a folder written by save_pretrained (it holds config.json), "
+        "or a hub name (owner/model) on a machine that reaches huggingface.co")
 
 
 def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None, pretrain_if_missing: bool = True):

@@ -78,7 +78,8 @@ def test_not_a_checkpoint_and_other_versions_are_format_errors(saved, tmp_path):
     path, _, _ = saved
     junk = tmp_path / "junk.pt"
     junk.write_text("hello")
-    with pytest.raises(CheckpointFormatError, match="could not be read"):
+    with pytest.raises(CheckpointFormatError, match="is not a course checkpoint .a text file, beginning 'hello'.: "
+                                                    "expected a file written by course_lib.checkpoints.save_checkpoint"):
         load_checkpoint(junk)
     ckpt = torch.load(path, weights_only=True)
     ckpt["format_version"] = 99

@@ -178,6 +178,7 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
     """A hub name goes to from_pretrained unchanged (bfloat16 on a GPU); "tiny" goes to the local folder."""
     import transformers
 
+    monkeypatch.setattr(model_zoo, "_hub_problem", lambda name: None)  # as if the hub had the model
     calls = []
 
     class FakeModel:
@@ -213,7 +214,10 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
 def test_a_wrong_model_name_or_a_missing_wheel_says_what_to_do(monkeypatch, tmp_path):
     with pytest.raises(ValueError, match="unknown model 'smollm2'.*smollm2-135m-instruct"):
         model_zoo.resolve_model_name("smollm2")
-    assert model_zoo.resolve_model_name("deepseek-ai/deepseek-coder-1.3b-instruct") == "deepseek-ai/deepseek-coder-1.3b-instruct"
+    with monkeypatch.context() as m:
+        m.setattr(model_zoo, "_hub_problem", lambda name: None)  # as if the hub had the model
+        assert (model_zoo.resolve_model_name("deepseek-ai/deepseek-coder-1.3b-instruct")
+                == "deepseek-ai/deepseek-coder-1.3b-instruct")
     import importlib.util
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec",

@@ -179,7 +179,7 @@ def test_cli_rejects_mismatched_checkpoints(tmp_path, capsys):
     assert "cannot read" in capsys.readouterr().out
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     assert main(["eval", "--checkpoint", str(tmp_path / "junk.pt")]) == 2
-    assert "could not be read as a checkpoint" in capsys.readouterr().out
+    assert "junk.pt is not a course checkpoint" in capsys.readouterr().out
     assert main(["eval", "--checkpoint", str(tmp_path / "missing.pt")]) == 2
     tok = course_tokenizer()
     save_checkpoint(tmp_path / "ours.pt", GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16)), tok)
