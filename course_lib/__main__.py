@@ -54,9 +54,12 @@ def main(argv: list[str] | None = None) -> int:
     llm = commands.add_parser(
         "llm", help="LoRA SFT or RL (reinforce, ppo, grpo, teacher-grpo) of a transformer coder into --out "
                     "(metrics.jsonl, adapter/, eval.json)",
-        description="Load --model-name (tiny, a folder, or a hub name), add LoRA, fine-tune (--method sft) or "
-                    "train with unit-test rewards (--method reinforce/ppo/grpo/teacher-grpo), write "
-                    "DIR/metrics.jsonl, DIR/adapter/ and DIR/eval.json (pass rates from --n-samples per task).")
+        description="Load --model-name (smollm2-135m-instruct, tiny, a folder, or a hub name), add LoRA, fine-tune "
+                    "(--method sft) or train with unit-test rewards (--method reinforce/ppo/grpo/teacher-grpo), write "
+                    "DIR/metrics.jsonl, DIR/adapter/ and DIR/eval.json (pass rates from --n-samples per task). "
+                    "With no --model-name it runs the preset smollm2-135m-cpu: SmolLM2-135M-Instruct with chapter "
+                    "10's CPU recipe, into runs/smollm2-135m-cpu/METHOD; --preset deepseek-coder-1.3b does the same "
+                    "for DeepSeek-Coder-1.3B on a GPU.")
     if words and words[0] == "llm":  # needs torch and transformers: imported only for it
         from course_lib import llm_cli
         llm_cli.add_arguments(llm)

