@@ -65,6 +65,36 @@ def resolve_device(name):
     return name
 
 
+DTYPES = ("auto", "float32", "float16", "bfloat16")  # a model's weights (`model_zoo.load_model`, `llm --dtype`)
+
+
+def resolve_dtype(name, device) -> torch.dtype:
+    """The dtype of a model's weights on `device` ("cpu", "cuda" or "cuda:N", as resolve_device returns it).
+
+    None / "auto": float32 on a CPU; on a GPU, bfloat16 where the GPU computes in it (Ampere and later:
+    `torch.cuda.is_bf16_supported(including_emulation=False)`), else float16 (a T4 or a V100, which only
+    emulate bfloat16). A torch.dtype, or one of the names in DTYPES, is taken as it is; another name is a
+    ConfigError that lists them.
+    """
+    if isinstance(name, torch.dtype):
+        return name
+    if name in (None, "auto"):
+        if torch.device(device).type != "cuda":
+            return torch.float32
+        return torch.bfloat16 if gpu_computes_bfloat16(device) else torch.float16
+    require(name in DTYPES, f"unknown dtype {name!r}; choose one of {', '.join(DTYPES)}")
+    return getattr(torch, name)
+
+
+def gpu_computes_bfloat16(device="cuda") -> bool:
+    """Whether the GPU `device` has bfloat16 arithmetic of its own (emulation does not count)."""
+    index = torch.device(device).index
+    if index is None:
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+    with torch.cuda.device(index):
+        return torch.cuda.is_bf16_supported(including_emulation=False)
+
+
 def device_label(device: str) -> str:
     """What ran a record, for its readers: "cpu (2 threads)" or "cuda: NVIDIA H100 80GB HBM3"."""
     if torch.device(device).type == "cuda":

@@ -22,7 +22,7 @@ from typing import Sequence
 import torch
 
 from course_lib import llm, presets
-from course_lib.config import add_options, from_options
+from course_lib.config import DTYPES, add_options, from_options
 from course_lib.evaluation import evaluate
 from course_lib.llama import LORA_TARGETS, parameter_count, trainable_parameter_count
 from course_lib.llm import TINY, add_lora, save_adapter, sft, sft_examples
@@ -72,8 +72,12 @@ def add_arguments(parser) -> None:
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="generation limit [the preset's; without one 128]")
     parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
-    parser.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available, else cpu "
-                                                          "(bfloat16 weights on cuda) [auto]")
+    parser.add_argument("--device", default=None, help="cuda, cpu, or auto: cuda if available, else cpu "
+                                                        "[the preset's; without one auto]")
+    parser.add_argument("--dtype", choices=DTYPES, default=None,
+                        help="the model's weights (the LoRA adapter stays float32): auto = float32 on a CPU; on a GPU "
+                             "bfloat16 where it computes in it (torch.cuda.is_bf16_supported: Ampere and later), "
+                             "else float16 (a T4) [auto]")
     parser.add_argument("--threads", type=int, default=None,
                         help="CPU threads for torch (1 is fastest for the tiny coder on a busy machine) [torch's default]")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
@@ -119,7 +123,8 @@ def finish_run(args, model, tokenizer, tasks, history: Sequence[dict], start: fl
     result = evaluate(model, tokenizer, tasks, **common)
     if not args.no_humaneval:
         result["humaneval"] = evaluate(model, tokenizer, load_humaneval("test"), **common)
-    result.update(method=args.method, model_name=args.model_name, seed=args.seed, **extra,
+    result.update(method=args.method, model_name=args.model_name, preset=args.preset, seed=args.seed, **extra,
+                  dtype=str(model.get_base_model().dtype).removeprefix("torch."),
                   trainable_parameters=trainable_parameter_count(model),
                   parameters=parameter_count(model.get_base_model().config),
                   train_seconds=round(train_seconds, 1), wall_seconds=round(time.perf_counter() - start, 1))
@@ -133,7 +138,7 @@ def run_sft(args) -> dict:
     lr = 2e-3 if args.lr is None else args.lr
     prepare_run(args)
     start = time.perf_counter()
-    model, tokenizer = load_model(args.model_name, args.device)
+    model, tokenizer = load_model(args.model_name, args.device, dtype=args.dtype)
     tasks = load_tasks()
     examples = sft_examples([t for t in tasks if t.split == "train"])
     model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
@@ -143,7 +148,7 @@ def run_sft(args) -> dict:
 
 
 # what an option not given means when no preset sets it
-COMMAND_DEFAULTS = {"batch_size": 8, "max_new_tokens": 128, "init_adapter": "auto"}
+COMMAND_DEFAULTS = {"batch_size": 8, "max_new_tokens": 128, "init_adapter": "auto", "device": "auto", "dtype": "auto"}
 
 
 def apply_preset(args) -> None:
@@ -247,12 +252,18 @@ def run_rl(args) -> dict:
     """Load the policy (SFT adapter merged, fresh LoRA), run the RL method on train+val tests, evaluate."""
     config = config_from_args(args)
     init_adapter = resolve_init_adapter(args.init_adapter, args.model_name)
+    if args.preset and init_adapter and not (Path(init_adapter) / "adapter_config.json").exists() \
+            and Path(init_adapter) == presets.get_preset(args.preset).sft_adapter():
+        raise FileNotFoundError(f"the preset {args.preset} starts RL from its SFT run's adapter, {init_adapter}, "
+                                f"which is not there yet: run `python -m course_lib llm --preset {args.preset} "
+                                f"--method sft` first (with the same --model-name, if you gave one), or pass "
+                                f"--init-adapter none to start from the model itself")
     teacher = HTTPTeacher(args.teacher_url, args.teacher_model, style=config.style) if args.teacher_url else None
     prepare_run(args)
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     start = time.perf_counter()
     model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
-                                   alpha=args.alpha, targets=args.targets, seed=args.seed)
+                                   alpha=args.alpha, targets=args.targets, seed=args.seed, dtype=args.dtype)
     tasks = load_tasks()
     history = train_rl(model, tokenizer, rollout_tasks(tasks, humaneval_train=args.rollout_humaneval), config,
                        teacher=teacher,

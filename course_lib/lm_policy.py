@@ -33,7 +33,8 @@ def load_policy(model_name: str = "tiny", device: str | None = None, *, init_ada
     `with model.disable_adapter():` gives exactly that starting policy: the reference.
     init_adapter: a folder written by `llm.save_adapter` (chapter 9 saves the tiny coder's
     SFT adapter in notebooks/checkpoints/tiny_coder_sft), or None to start from the base.
-    device, dtype: as for `model_zoo.load_model` (dtype None: bfloat16 on a GPU, float32 on a CPU).
+    device, dtype: as for `model_zoo.load_model` (dtype None or "auto": float32 on a CPU; on a GPU bfloat16, or
+    float16 where the GPU lacks bfloat16 arithmetic). The fresh adapter is float32 whatever the base's dtype.
     """
     model, tokenizer = model_zoo.load_model(model_name, device, dtype=dtype)
     if init_adapter is not None:

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from course_lib import llm
-from course_lib.config import resolve_device
+from course_lib.config import resolve_device, resolve_dtype
 from course_lib.llm import TINY
 
 SMOLLM2 = "smollm2-135m-instruct"
@@ -160,7 +160,9 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
 
     The same two from_pretrained calls serve all three. "tiny" reads llm.DEFAULT_TINY_DIR and,
     if it is not there yet, pretrains it first (the notebook of chapter 9 writes it).
-    device: "cuda", "cpu", or None / "auto": "cuda" when available, else "cpu"; dtype: bfloat16 on a GPU, float32 on a CPU.
+    device: "cuda", "cpu", or None / "auto": "cuda" when available, else "cpu"; dtype: a torch.dtype, "float32",
+    "float16", "bfloat16", or None / "auto": float32 on a CPU, on a GPU bfloat16 where it computes in it, else
+    float16 (`config.resolve_dtype`).
     """
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
@@ -176,7 +178,7 @@ def load_model(model_name: str = TINY, device: str | None = None, *, dtype=None,
     if looks_local and not (Path(path).expanduser() / "config.json").exists():
         raise FileNotFoundError(f"{path} holds no model (no config.json); pass a folder written by save_model, "
                                 f"'{TINY}', or a hub name such as '{DEEPSEEK_CODER_1_3B}'")
-    dtype = dtype or (torch.bfloat16 if str(device).startswith("cuda") else torch.float32)
+    dtype = resolve_dtype(dtype, device)
     tokenizer = AutoTokenizer.from_pretrained(path)
     if tokenizer.pad_token_id is None:  # DeepSeek-Coder's tokenizer may have none; padding is masked anyway
         tokenizer.pad_token = tokenizer.eos_token

@@ -4,9 +4,10 @@
                           GRPO from the model itself (no SFT stage), asked through its chat template, 6 steps of
                           4 prompts x 4 samples, no length penalty (`benchmarks/smollm2_rl.py`'s settings). The
                           `llm` command's default: `python -m course_lib llm --method grpo` runs it.
-    deepseek-coder-1.3b   DeepSeek-Coder-1.3B-base (from the Hugging Face hub) on a GPU: LoRA SFT on the train
-                          tasks, then REINFORCE, PPO or GRPO from that SFT adapter, with the DeepSeek-Coder LoRA-RL
-                          report's generation length (256 tokens) and length penalty, in half precision
+    deepseek-coder-1.3b   DeepSeek-Coder-1.3B-base (from the Hugging Face hub) on a GPU, in half precision: LoRA
+                          SFT on the train tasks, then REINFORCE, PPO or GRPO from that SFT adapter, with the
+                          DeepSeek-Coder LoRA-RL report's generation length (256 tokens) and length penalty:
+                          chapter 10's DeepSeek-Coder commands, with the update in micro-batches of 4
 
 A preset's runs go to fixed folders, runs/<preset>/<method>: its SFT run writes runs/<preset>/sft/adapter,
 and its RL runs start from there, so the sequence needs no paths:
@@ -14,10 +15,13 @@ and its RL runs start from there, so the sequence needs no paths:
     python -m course_lib llm --preset deepseek-coder-1.3b --method sft     # -> runs/deepseek-coder-1.3b/sft
     python -m course_lib llm --preset deepseek-coder-1.3b --method grpo    # -> runs/deepseek-coder-1.3b/grpo
 
-An option given on the command line overrides the preset's (`--steps 50`, `--out DIR`, `--model-name tiny`).
-The dtype is chosen from the device (`config.resolve_dtype`): float32 on a CPU; on a GPU bfloat16 where it
-computes in it, else float16 (a T4). In a notebook, `preset_settings(name, method, device)` gives the same
-settings as a dict, and `chapter10_parameters(name, device)` in the names of chapter 10's parameters cell.
+    python -m course_lib llm --preset deepseek-coder-1.3b --method ppo     # -> runs/deepseek-coder-1.3b/ppo
+
+An option given on the command line overrides the preset's (`--steps 50`, `--out DIR`, `--model-name tiny`,
+`--device cpu`). The dtype is chosen from the device (`config.resolve_dtype`): float32 on a CPU; on a GPU
+bfloat16 where it computes in it, else float16 (a T4). In a notebook, `preset_settings(name, method)` gives
+the same settings as a dict, and `chapter10_parameters(name)` in the names of chapter 10's parameters cell.
+Their folders are under the repository's runs/, where the command writes them when run from its root.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from course_lib.config import resolve_device, resolve_dtype
 from course_lib.llm import REPO_ROOT
 from course_lib.model_zoo import DEEPSEEK_CODER_1_3B, SMOLLM2
 
@@ -82,6 +87,16 @@ PRESETS = {p.name: p for p in (
            rl={"steps": 6, "lr": 1e-3, "style": "chat", "length_alpha": 0.0, "micro_batch_size": 4},
            group={"batch_size": 4, "group_size": 4},
            single={"batch_size": 16, "group_size": 1}),
+    Preset("deepseek-coder-1.3b", DEEPSEEK_CODER_1_3B,
+           "DeepSeek-Coder-1.3B-base from the Hugging Face hub, on a GPU, its weights in bfloat16 (float16 on a "
+           "GPU without bfloat16 arithmetic, such as a T4): LoRA SFT, 100 steps of 8, into runs/PRESET/sft; then RL "
+           "from its adapter, 20 steps: GRPO 8 prompts x 4 samples, REINFORCE and PPO 8 x 1; 256 tokens, length "
+           "penalty 0.01, the update in micro-batches of 4 (chapter 10's DeepSeek-Coder commands)",
+           every={"max_new_tokens": 256, "device": "cuda", "dtype": "auto"},
+           sft={"steps": 100, "batch_size": 8},
+           rl={"steps": 20, "style": "completion", "length_alpha": 0.01, "micro_batch_size": 4},
+           group={"batch_size": 8, "group_size": 4},
+           single={"batch_size": 8, "group_size": 1}),
 )}
 DEFAULT_PRESET = "smollm2-135m-cpu"  # what `python -m course_lib llm` trains when no --model-name is given
 
@@ -93,9 +108,29 @@ def get_preset(name: str) -> Preset:
         raise ValueError(f"unknown preset {name!r}; choose one of {', '.join(PRESETS)}") from None
 
 
-def preset_settings(name: str, method: str = "grpo", runs_dir=REPO_ROOT / "runs") -> dict:
+def preset_settings(name: str, method: str = "grpo", device: str | None = None, runs_dir=REPO_ROOT / "runs") -> dict:
     """A preset's settings for one method, as the `llm` command's option names (model_name, batch_size,
     group_size, max_new_tokens, micro_batch_size, init_adapter, out, ...), with its folders under runs_dir
     (the repository's runs/ by default: where `python -m course_lib llm --preset NAME` run from the
-    repository's root writes them)."""
-    return get_preset(name).options(method, runs_dir)
+    repository's root writes them). device: the preset's when None (else auto); "device" and "dtype" come
+    back resolved for this machine ("cuda", "bfloat16"), so a GPU preset on a machine without one is a
+    ConfigError that says so."""
+    settings = get_preset(name).options(method, runs_dir)
+    settings["device"] = resolve_device(device or settings.get("device", "auto"))
+    dtype = resolve_dtype(settings.get("dtype", "auto"), settings["device"])
+    settings["dtype"] = str(dtype).removeprefix("torch.")
+    return settings
+
+
+def chapter10_parameters(name: str, device: str | None = None, runs_dir=REPO_ROOT / "runs") -> dict:
+    """A preset in the names of chapter 10's parameters cell (model_name, device, init_adapter, rl_steps,
+    completions_per_step, group_size, rollout_max_new_tokens, max_new_tokens, length_alpha, ...), from its
+    GRPO settings, plus dtype, style and micro_batch_size; only the parameters the preset sets."""
+    s = preset_settings(name, "grpo", device, runs_dir)
+    out = {"model_name": s["model_name"], "device": s["device"], "dtype": s["dtype"],
+           "init_adapter": "" if s["init_adapter"] == "none" else s["init_adapter"],
+           "rl_steps": s["steps"], "completions_per_step": s["batch_size"] * s["group_size"],
+           "group_size": s["group_size"], "rollout_max_new_tokens": s["max_new_tokens"],
+           "max_new_tokens": s["max_new_tokens"]}
+    out.update({key: s[key] for key in ("lr", "length_alpha", "style", "micro_batch_size") if key in s})
+    return out

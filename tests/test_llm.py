@@ -175,7 +175,8 @@ def test_lora_starts_as_the_base_model_trains_only_adapters_and_reloads(small_di
 
 
 def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
-    """A hub name goes to from_pretrained unchanged (bfloat16 on a GPU); "tiny" goes to the local folder."""
+    """A hub name goes to from_pretrained unchanged (bfloat16 on a GPU that computes in it, float16 on one that
+    only emulates it, such as a T4); "tiny" goes to the local folder."""
     import transformers
 
     monkeypatch.setattr(model_zoo, "_hub_problem", lambda name: None)  # as if the hub had the model
@@ -198,9 +199,15 @@ def test_model_name_selects_the_loading_path(monkeypatch, tmp_path):
                         lambda name, **kw: calls.append(("model", name, kw["dtype"])) or FakeModel())
     monkeypatch.setattr(torch.cuda, "is_available", lambda: True)  # as on a machine with one GPU
     monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: True)  # an A100, an H100
     _, tokenizer = model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda")
     assert calls == [("tokenizer", model_zoo.DEEPSEEK_CODER_1_3B), ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.bfloat16),
                      ("to", "cuda")]
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: including_emulation)  # a T4
+    model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda")
+    assert calls[-2] == ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.float16)
+    model_zoo.load_model(model_zoo.DEEPSEEK_CODER_1_3B, "cuda", dtype="float32")
+    assert calls[-2] == ("model", model_zoo.DEEPSEEK_CODER_1_3B, torch.float32)
     assert tokenizer.pad_token == "<eos>"  # a tokenizer without a pad token pads with <eos>
     assert model_zoo.resolve_model_name("tiny") == str(llm.DEFAULT_TINY_DIR)
 

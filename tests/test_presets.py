@@ -57,3 +57,85 @@ def test_options_given_override_the_preset():
     assert (config.steps, config.prompts_per_step, config.micro_batch_size, config.style) == (2, 3, None, "completion")
     assert (config.group_size, config.length_alpha) == (4, 0.0)  # not given: the preset's
     assert (args.out, args.init_adapter) == ("elsewhere", "auto")
+
+
+# --- DeepSeek-Coder by one name; the dtype from the device -------------------------------------------------------
+
+def as_if_a_gpu(monkeypatch, bfloat16: bool) -> None:
+    """This machine seen as one with a GPU: an A100 or H100 (bfloat16 arithmetic) or a T4 (bfloat16 emulated)."""
+    import torch
+
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "is_bf16_supported", lambda including_emulation=True: bfloat16 or including_emulation)
+
+
+def test_the_dtype_is_chosen_from_the_device(monkeypatch):
+    import torch
+
+    from course_lib.config import ConfigError, resolve_dtype
+
+    assert resolve_dtype("auto", "cpu") == resolve_dtype(None, "cpu") == torch.float32
+    assert resolve_dtype("bfloat16", "cpu") == torch.bfloat16 and resolve_dtype(torch.float16, "cpu") == torch.float16
+    with pytest.raises(ConfigError, match="choose one of auto, float32, float16, bfloat16"):
+        resolve_dtype("half", "cpu")
+    as_if_a_gpu(monkeypatch, bfloat16=True)
+    assert resolve_dtype("auto", "cuda") == torch.bfloat16
+    as_if_a_gpu(monkeypatch, bfloat16=False)  # a T4 emulates bfloat16: float16, which it computes in
+    assert resolve_dtype("auto", "cuda") == torch.float16 and resolve_dtype("float32", "cuda") == torch.float32
+    with pytest.raises(SystemExit):
+        parse("--dtype", "half")
+
+
+def test_the_deepseek_preset_sets_every_knob_of_a_gpu_run():
+    name = "deepseek-coder-1.3b"
+    sft = resolved("--preset", name, "--method", "sft")
+    assert (sft.model_name, sft.device, sft.dtype) == ("deepseek-ai/deepseek-coder-1.3b-base", "cuda", "auto")
+    assert (sft.steps, sft.batch_size, sft.max_new_tokens) == (100, 8, 256)
+    assert sft.out == str(Path("runs") / name / "sft")
+    for method, prompts, group in (("grpo", 8, 4), ("ppo", 8, 1), ("reinforce", 8, 1)):
+        args = resolved("--preset", name, "--method", method)
+        config = llm_cli.config_from_args(args)
+        assert (config.steps, config.prompts_per_step, config.group_size) == (20, prompts, group)
+        assert (config.max_new_tokens, config.micro_batch_size, config.style, config.length_alpha) == \
+            (256, 4, "completion", 0.01)
+        assert args.out == str(Path("runs") / name / method)
+        # RL starts from the adapter the SFT run writes
+        assert llm_cli.resolve_init_adapter(args.init_adapter, args.model_name) == str(Path(sft.out) / "adapter")
+    # given options win, the device among them
+    args = resolved("--preset", name, "--method", "grpo", "--device", "cpu", "--dtype", "bfloat16",
+                    "--max-new-tokens", "64")
+    assert (args.device, args.dtype, args.max_new_tokens) == ("cpu", "bfloat16", 64)
+
+
+def test_a_preset_in_a_notebook_is_a_function_that_returns_its_settings(monkeypatch, tmp_path):
+    from course_lib.config import ConfigError
+
+    name = "deepseek-coder-1.3b"
+    with pytest.raises(ConfigError, match="pass --device cpu"):  # this machine has no GPU: said, not guessed
+        presets.preset_settings(name)
+    as_if_a_gpu(monkeypatch, bfloat16=False)
+    settings = presets.preset_settings(name, "grpo", runs_dir=tmp_path)
+    assert (settings["device"], settings["dtype"]) == ("cuda", "float16")
+    assert settings["init_adapter"] == str(tmp_path / name / "sft" / "adapter")
+    assert settings["out"] == str(tmp_path / name / "grpo")
+    assert presets.preset_settings(name, "sft", device="cpu")["dtype"] == "float32"
+    assert presets.preset_settings(name)["init_adapter"] == str(llm.REPO_ROOT / "runs" / name / "sft" / "adapter")
+    as_if_a_gpu(monkeypatch, bfloat16=True)
+    chapter = presets.chapter10_parameters(name)
+    assert chapter["dtype"] == "bfloat16" and chapter["rollout_max_new_tokens"] == chapter["max_new_tokens"] == 256
+    assert (chapter["rl_steps"], chapter["completions_per_step"], chapter["group_size"]) == (20, 32, 4)
+    assert presets.chapter10_parameters(presets.DEFAULT_PRESET, "cpu")["init_adapter"] == ""  # from the model itself
+    with pytest.raises(ValueError, match="unknown preset 'deepseek'; choose one of"):
+        presets.preset_settings("deepseek")
+
+
+def test_rl_of_a_preset_before_its_sft_says_which_command_to_run_first(small_dir, tmp_path, monkeypatch, capsys):
+    from course_lib.__main__ import main
+
+    monkeypatch.chdir(tmp_path)
+    code = main(["llm", "--preset", "deepseek-coder-1.3b", "--method", "grpo", "--model-name", str(small_dir),
+                 "--device", "cpu", "--no-progress"])
+    out = capsys.readouterr().out
+    assert code == 2 and "--preset deepseek-coder-1.3b --method sft` first" in out, out
+    assert not (tmp_path / "runs" / "deepseek-coder-1.3b" / "grpo").exists()  # refused before making anything
