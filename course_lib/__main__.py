@@ -2,7 +2,8 @@
 
 Commands:
     reproduce          execute every chapter notebook through papermill (the batch)
-    sync-setup-cells   rewrite every notebook's setup cell after changing _config.yml
+    sync-setup-cells   rewrite every notebook's setup cell from _config.yml (--url URL sets the address first)
+    check-publish      refuse to publish a book whose repository.url is a placeholder or another repository's
     ppo                pretrain a GRU policy (or load one), train it with PPO, evaluate it (chapter 6)
     eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
     check-book         build the book and open every page in headless Chromium (the browser test)
@@ -36,9 +37,12 @@ def main(argv: list[str] | None = None) -> int:
     commands.add_parser("sync-glossary", help="rewrite the glossary's back links to the chapters"
                         ).set_defaults(func=glossary.main)
 
-    sync = commands.add_parser("sync-setup-cells",
-                               help="rewrite the setup cell of every notebook from _config.yml's repository.url")
-    sync.set_defaults(func=_sync_setup_cells)
+    from book_tools import colab
+    colab.add_sync_arguments(commands.add_parser(
+        "sync-setup-cells", help="rewrite the setup cell of every notebook from _config.yml's repository.url"))
+    colab.add_check_arguments(commands.add_parser(
+        "check-publish", help="check that repository.url is the repository the book is published from "
+                              "and that every setup cell clones it (the publishing workflow runs it)"))
 
     ppo = commands.add_parser(
         "ppo", help="train a policy with PPO into --out (metrics.jsonl, policy.pt, eval.json)",
@@ -69,15 +73,6 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     return args.func(args)
-
-
-def _sync_setup_cells(args) -> int:
-    from book_tools.colab import sync_setup_cells
-    from book_tools.reproduce import chapter_notebooks
-
-    for path in sync_setup_cells(chapter_notebooks()):
-        print(f"updated {path.name}")
-    return 0
 
 
 if __name__ == "__main__":

