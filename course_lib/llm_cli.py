@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import time
+from contextlib import contextmanager
 from dataclasses import asdict, fields
 from pathlib import Path
 from typing import Sequence
@@ -22,7 +23,7 @@ from typing import Sequence
 import torch
 
 from course_lib import llm, presets
-from course_lib.config import DTYPES, add_options, from_options
+from course_lib.config import DTYPES, add_options, from_options, resolve_device, resolve_dtype
 from course_lib.evaluation import evaluate
 from course_lib.llama import LORA_TARGETS, parameter_count, trainable_parameter_count
 from course_lib.llm import TINY, add_lora, save_adapter, sft, sft_examples
@@ -142,8 +143,9 @@ def run_sft(args) -> dict:
     tasks = load_tasks()
     examples = sft_examples([t for t in tasks if t.split == "train"])
     model = add_lora(model, rank=args.rank, alpha=args.alpha, targets=args.targets, seed=args.seed)
-    history = sft(model, tokenizer, examples, steps=steps, batch_size=args.batch_size, lr=lr,
-                  seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
+    with explained_out_of_memory(lambda: sft_out_of_memory(args)):
+        history = sft(model, tokenizer, examples, steps=steps, batch_size=args.batch_size, lr=lr,
+                      seed=args.seed, mask_prompt=not args.no_prompt_mask, progress=not args.no_progress)
     return finish_run(args, model, tokenizer, tasks, history, start, sft_steps=steps)
 
 
@@ -171,11 +173,70 @@ def apply_preset(args) -> None:
         raise ValueError("--out is required when no --preset is given (a preset writes to runs/PRESET/METHOD)")
 
 
+# -----------------------------------------------------------------------------
+# out of memory: what to change, in the command's words
+
+def is_out_of_memory(error: BaseException) -> bool:
+    """torch.cuda.OutOfMemoryError, a RuntimeError that says "out of memory" (a GPU's) or "can't allocate
+    memory" (the CPU allocator's), or Python's MemoryError."""
+    return isinstance(error, (torch.cuda.OutOfMemoryError, MemoryError)) or (
+        isinstance(error, RuntimeError) and any(w in str(error).lower() for w in ("out of memory",
+                                                                                  "can't allocate memory")))
+
+
+@contextmanager
+def explained_out_of_memory(explain):
+    """Run the block; an out-of-memory error in it becomes a MemoryError whose message is explain()."""
+    try:
+        yield
+    except (RuntimeError, MemoryError) as e:
+        if not is_out_of_memory(e):
+            raise
+        raise MemoryError(f"{explain()} ({type(e).__name__}: {str(e).splitlines()[0] if str(e) else ''})") from e
+
+
+def _where(args) -> str:
+    device = resolve_device(args.device)
+    return f"{device}, {str(resolve_dtype(args.dtype, device)).removeprefix('torch.')}"
+
+
+def _preset_hint(args, dest: str, method: str) -> str:
+    """What the presets set for the option `dest` (which the message has just suggested changing)."""
+    flag = "--" + dest.replace("_", "-")
+    if args.preset:
+        return (f"the preset {args.preset} sets {flag} {presets.get_preset(args.preset).options(method).get(dest)}; "
+                f"the {flag} given overrides it")
+    return "; ".join(f"--preset {p.name} sets {flag} {p.options(method).get(dest)} for {p.model_name}"
+                     for p in presets.PRESETS.values())
+
+
+def rl_out_of_memory(args, config: RLConfig) -> str:
+    """What to do after running out of memory in an RL step: the micro-batch option first."""
+    completions = config.prompts_per_step * config.group_size
+    chunk = config.micro_batch_size or completions
+    at_once = "all at once" if chunk >= completions else f"{chunk} at a time"
+    state = Path(args.out) / "rl_state.pt"
+    done = len(torch.load(state, map_location="cpu", weights_only=False)["history"]) if state.exists() else 0
+    again = (f"{done} finished step(s) are saved in {state}: the same command with --resume and the smaller "
+             "--micro-batch-size continues from there" if done else "no step had finished")
+    return (f"out of memory in an RL step ({_where(args)}): {completions} completions of up to "
+            f"{config.max_new_tokens} new tokens, scored and back-propagated {at_once}. Pass --micro-batch-size "
+            f"{max(1, chunk // 2)} (fewer completions at a time: the same update in less memory), or sample fewer or "
+            f"shorter completions (--batch-size, --group-size, --max-new-tokens); "
+            f"{_preset_hint(args, 'micro_batch_size', config.method)}. {again}")
+
+
+def sft_out_of_memory(args) -> str:
+    return (f"out of memory in an SFT step ({_where(args)}): {args.batch_size} examples at once. "
+            f"Pass a smaller --batch-size (e.g. {max(1, args.batch_size // 2)}); "
+            f"{_preset_hint(args, 'batch_size', 'sft')}")
+
+
 def main(args) -> int:
     try:
         apply_preset(args)
         result = run_sft(args) if args.method == "sft" else run_rl(args)
-    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError) as e:
+    except (ValueError, FileNotFoundError, FileExistsError, ConnectionError, MemoryError) as e:
         print(f"error: {e}")
         return 2
     for key in ("train_pass_rate", "val_pass_rate", "test_pass_rate"):
@@ -265,9 +326,10 @@ def run_rl(args) -> dict:
     model, tokenizer = load_policy(args.model_name, args.device, init_adapter=init_adapter, rank=args.rank,
                                    alpha=args.alpha, targets=args.targets, seed=args.seed, dtype=args.dtype)
     tasks = load_tasks()
-    history = train_rl(model, tokenizer, rollout_tasks(tasks, humaneval_train=args.rollout_humaneval), config,
-                       teacher=teacher,
-                       progress=not args.no_progress, state_file=Path(args.out) / "rl_state.pt", resume=args.resume)
+    with explained_out_of_memory(lambda: rl_out_of_memory(args, config)):
+        history = train_rl(model, tokenizer, rollout_tasks(tasks, humaneval_train=args.rollout_humaneval), config,
+                           teacher=teacher, progress=not args.no_progress, state_file=Path(args.out) / "rl_state.pt",
+                           resume=args.resume)
     return finish_run(args, model, tokenizer, tasks, history, start, style=config.style,
                           rl_steps=config.steps, init_adapter=str(init_adapter) if init_adapter else None,
                           rl_config=asdict(config))
