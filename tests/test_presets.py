@@ -5,12 +5,19 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from course_lib import llm, llm_cli, presets
 
 ROOT = Path(__file__).resolve().parents[1]
+
+
+def every_other_passes(jobs, **settings):
+    """A stand-in for the sandbox: programs 0, 2, 4, ... pass."""
+    return [SimpleNamespace(all_passed=i % 2 == 0, passed=int(i % 2 == 0), total=1, status="passed")
+            for i in range(len(jobs))]
 
 
 def parse(*words) -> argparse.Namespace:
@@ -139,3 +146,40 @@ def test_rl_of_a_preset_before_its_sft_says_which_command_to_run_first(small_dir
     out = capsys.readouterr().out
     assert code == 2 and "--preset deepseek-coder-1.3b --method sft` first" in out, out
     assert not (tmp_path / "runs" / "deepseek-coder-1.3b" / "grpo").exists()  # refused before making anything
+
+
+def test_the_deepseek_presets_sequence_runs_end_to_end_with_a_small_model_standing_in(small_dir, tmp_path,
+                                                                                        monkeypatch):
+    """SFT, then GRPO and PPO, each one command with the preset and the same few options (a small model for
+    DeepSeek-Coder, the CPU, two steps, short completions): each adapter lands where the next command, and
+    chapter 10 through `presets.preset_settings`, reads it. The sandbox's verdicts are stood in for (every
+    other program passes), to keep the three evaluations of 836 programs each quick; the command-line tests
+    of tests/test_llm.py and tests/test_llm_rl.py run the real one."""
+    from course_lib import model_zoo, sandbox
+    from course_lib.__main__ import main
+
+    monkeypatch.setattr(sandbox, "run_tests_batch", every_other_passes)  # under sandbox.task_reports
+    monkeypatch.chdir(tmp_path)  # the commands write runs/ under the directory they run in
+    name = "deepseek-coder-1.3b"
+    small = ["--preset", name, "--model-name", str(small_dir), "--device", "cpu", "--steps", "2", "--batch-size", "2",
+             "--max-new-tokens", "8", "--no-humaneval", "--no-progress"]
+    assert main(["llm", "--method", "sft", *small]) == 0
+    sft_adapter = tmp_path / "runs" / name / "sft" / "adapter"
+    assert (sft_adapter / "adapter_config.json").exists()
+    for method, group_size in (("grpo", 4), ("ppo", 1)):
+        assert main(["llm", "--method", method, *small]) == 0
+        run = tmp_path / "runs" / name / method
+        report = json.loads((run / "eval.json").read_text())
+        assert report["init_adapter"] == str(Path("runs") / name / "sft" / "adapter")  # the SFT run's
+        assert (report["preset"], report["dtype"], report["model_name"]) == (name, "float32", str(small_dir))
+        config = report["rl_config"]
+        assert (config["method"], config["steps"], config["prompts_per_step"], config["max_new_tokens"]) == \
+            (method, 2, 2, 8)  # the options given
+        assert (config["group_size"], config["micro_batch_size"], config["length_alpha"]) == (group_size, 4, 0.01)
+        assert [json.loads(line)["step"] for line in (run / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+        # the RL adapter sits on the SFT model: it loads onto the base with the SFT adapter merged in
+        base, _ = model_zoo.load_model(str(small_dir), "cpu")
+        llm.load_adapter(llm.load_adapter(base, sft_adapter).merge_and_unload(), run / "adapter")
+        # where a notebook looks for this run's start and its output
+        settings = presets.preset_settings(name, method, device="cpu", runs_dir=tmp_path / "runs")
+        assert Path(settings["init_adapter"]) == sft_adapter and Path(settings["out"]) == run
