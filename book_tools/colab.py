@@ -204,11 +204,13 @@ def check_command(args) -> int:
         print(f"check-publish: repository.url is {repository_url()} ({where}), and every chapter's "
               f"setup cell clones it")
         return 0
-    annotate = os.environ.get("GITHUB_ACTIONS") == "true"  # shown on the run's summary page too
-    print("check-publish: not publishing.", file=sys.stderr)
-    for problem in problems:
-        print(f"::error::{problem}" if annotate else f"  - {problem}", file=sys.stderr)
+    # Under GitHub Actions each line is an error annotation (read from standard output), which the
+    # run's summary page shows too; elsewhere the lines go to standard error.
+    annotate = os.environ.get("GITHUB_ACTIONS") == "true"
+    out = sys.stdout if annotate else sys.stderr
     fix = "Fix it with this command, then commit _config.yml and notebooks/:"
-    print(f"::error::{fix} {fix_command(expected)}" if annotate else f"{fix}\n  {fix_command(expected)}",
-          file=sys.stderr)
+    print("check-publish: not publishing.", file=out)
+    for problem in problems:
+        print(f"::error::{problem}" if annotate else f"  - {problem}", file=out)
+    print(f"::error::{fix} {fix_command(expected)}" if annotate else f"{fix}\n  {fix_command(expected)}", file=out)
     return 1
