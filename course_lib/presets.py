@@ -14,7 +14,6 @@ and its RL runs start from there, so the sequence needs no paths:
 
     python -m course_lib llm --preset deepseek-coder-1.3b --method sft     # -> runs/deepseek-coder-1.3b/sft
     python -m course_lib llm --preset deepseek-coder-1.3b --method grpo    # -> runs/deepseek-coder-1.3b/grpo
-
     python -m course_lib llm --preset deepseek-coder-1.3b --method ppo     # -> runs/deepseek-coder-1.3b/ppo
 
 An option given on the command line overrides the preset's (`--steps 50`, `--out DIR`, `--model-name tiny`,
