@@ -4,12 +4,17 @@ Executing a notebook is a conversation between a client (papermill, through nbcl
 kernel over ZeroMQ sockets. nbclient waits for each message on asyncio, which learns that a
 socket has a message from an edge-triggered notification. When that notification is missed, the
 client sleeps beside a message that has already arrived until its time limit makes it look at the
-socket again, or forever when there is no limit. Cells that display widgets make it likely: the
-kernel sends a burst of widget messages together with the cell's reply. papermill's own engine
-stalled on such a cell of chapter 6 about once in 18 runs (``benchmarks/widget_stress.py`` counts
-stalls with either engine).
+socket again, or forever when there is no limit. What loses the notification is a send on the socket
+the client is waiting on (jupyter_client's Session sends through a plain, blocking copy of the asyncio
+socket, which can take the notification without the waiting poll being told): nbclient stands in for the front end of an ipywidgets ``Output``, and a cell
+that writes into one with ``with out:`` has the client send each captured output back to the kernel
+on the shell socket while it waits there for the cell's reply (papermill's own engine stalled on
+such a slider about once in 18 executions). The course's widget cells hand their figure to the
+widget's state instead (:func:`course_lib.plots.show_in`), so no runner sends anything while a cell
+runs (``benchmarks/widget_stress.py --plain`` counts plain papermill runs of chapter 6,
+``tests/test_widget_cells.py`` checks every widget cell).
 
-This engine changes two things and nothing else:
+This engine stays the batch's, as a second guard. It changes two things and nothing else:
 
 - its client never waits on one notification longer than :data:`POLL_SLICE_S`: each wait ends
   with a direct look at the socket, so a missed notification costs at most that long;

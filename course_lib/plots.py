@@ -15,6 +15,10 @@ The panels, and what a healthy run shows in each:
 And the boxes and arrows of the course's diagrams (chapter 6's training loop, chapter 9's decoder):
 
     box(ax, x, y, "rollout", "#ddf4ff"); arrow(ax, (x0, y0), (x1, y1))
+
+And the figure of a slider (chapter 6), redrawn into an ipywidgets ``Output``:
+
+    show_in(out)                                               # pyplot's current figure, or show_in(out, fig)
 """
 
 from __future__ import annotations
@@ -106,3 +110,28 @@ def arrow(ax, start: tuple[float, float], end: tuple[float, float], *, text: str
     if text:
         ax.text((start[0] + end[0]) / 2, (start[1] + end[1]) / 2, text, ha="center", va="center",
                 fontsize=fontsize, color=color, bbox=dict(facecolor="white", edgecolor="none", pad=1))
+
+
+def show_in(output, fig=None) -> None:
+    """Show `fig` (default: pyplot's current figure) in the ipywidgets ``Output`` `output`, in place
+    of what it showed, and close the figure.
+
+    The figure becomes the widget's state (its ``outputs``), sent by the kernel like a slider's
+    value, instead of output captured by ``with output: plt.show()``. Captured output reaches a
+    notebook runner (papermill, nbconvert, nbclient) as the cell's output, and the runner hands it
+    back to the kernel on the socket where it waits for the cell's reply: a reply that arrives at
+    that moment can go unnoticed until the cell's time limit, or forever without one
+    (``benchmarks/widget_stress.py`` counts it). Set as state, the figure needs nothing from the
+    runner, and Jupyter, VS Code and Colab draw it the same way.
+    """
+    import matplotlib.pyplot as plt
+    from IPython import get_ipython
+
+    fig = plt.gcf() if fig is None else fig
+    shell = get_ipython()
+    if shell is not None:  # the formats and options of the kernel's own figures (PNG, bbox_inches="tight")
+        data, metadata = shell.display_formatter.format(fig)
+    else:  # outside IPython: no figure formats, only the text form
+        data, metadata = {"text/plain": repr(fig)}, {}
+    plt.close(fig)
+    output.outputs = ({"output_type": "display_data", "data": data, "metadata": metadata},)
