@@ -231,6 +231,7 @@ class Generation:
     n_tokens: int       # tokens generated before <eos>, or until the stop or the limit
     finish: str         # "eos", "stop" (a stop sequence) or "length" (max_new_tokens)
     ids: tuple = ()     # the ids sampled, <eos> included when it ended the text: what RL scores
+    logprobs: tuple = ()  # the sampler's log-probability of each id (fast engines; () for "hf")
 
 
 def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
@@ -246,19 +247,36 @@ def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
     return StoppingCriteriaList([StopOnSequences()] if stop_sequences else [])
 
 
+def pick_engine(model, engine: str | None, temperature: float) -> str:
+    """The engine a call samples with: `decode.ENGINES`, or None for the default.
+
+    The default: sampling on a CPU runs the fast engine (`course_lib.decode`), where RL spends its
+    time; greedy decoding, and any run on a GPU, run Hugging Face's `generate`, so the book's greedy
+    pass@1 is one engine's number everywhere.
+    """
+    from course_lib.decode import ENGINES, is_llama
+
+    if engine is None:
+        fast = temperature > 0 and model.device.type == "cpu" and is_llama(model)
+        return "fast" if fast else "hf"
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+    if engine != "hf" and not is_llama(model):
+        raise ValueError(f"engine {engine!r} runs Llama-family models only; this is {type(model).__name__}: "
+                         "use engine='hf'")
+    return engine
+
+
 @torch.no_grad()
 def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, temperature: float = 0.0,
              max_new_tokens: int = 128, stop_sequences: Sequence[str] = STOP_SEQUENCES, seed: int = 0,
-             batch_size: int = 64, progress: bool = False) -> list[Generation]:
+             batch_size: int = 64, progress: bool = False, engine: str | None = None) -> list[Generation]:
     """n_samples generations per prompt (prompt-major order), greedy when temperature == 0.
 
     Sampling draws from the model's full distribution at this temperature (no top-k,
-    no top-p), from torch's generator seeded with seed: the same call gives the same text.
-    Rows are left-padded, so every row's next token sits at the same position.
+    no top-p), seeded with seed: the same call gives the same text. engine: "hf" (Hugging
+    Face's `generate`) or "fast" (`course_lib.decode`), None: `pick_engine`'s default.
     """
-    from transformers import GenerationConfig
-
-
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
     sample = temperature > 0
@@ -270,36 +288,73 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
         if too_long:
             raise ValueError(f"prompt {too_long[0]} has {len(encoded[too_long[0]])} tokens; with max_new_tokens="
                              f"{max_new_tokens} it exceeds the model's {limit} positions")
+    engine = pick_engine(model, engine, temperature)
     pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
-    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_beams=1,
-                              pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
-                              **({"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}))
     rows = [(i, ids) for i, ids in enumerate(encoded) for _ in range(n)]
-    torch.manual_seed(seed)
     was_training = model.training
     model.eval()
+    if engine == "hf":
+        write = _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pad, seed)
+    else:
+        write = _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed)
     out: list[Generation] = []
     chunks = range(0, len(rows), batch_size)
     for start in tqdm(chunks, desc="generating", disable=not progress, unit="batch"):
         chunk = rows[start:start + batch_size]
-        width = max(len(ids) for _, ids in chunk)
+        for (i, _), (new, finish, logprobs) in zip(chunk, write([ids for _, ids in chunk])):
+            end = len(new) - (finish == "eos")
+            text = tokenizer.decode(new[:end], skip_special_tokens=True)
+            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish, tuple(new),
+                                  tuple(logprobs)))
+    model.train(was_training)
+    return out
+
+
+def _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pad, seed):
+    """Rows of prompt ids -> (ids written, finish, ()) for each, by Hugging Face's `generate` (torch's global RNG)."""
+    from transformers import GenerationConfig
+
+    sample = temperature > 0
+    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_beams=1,
+                              pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
+                              **({"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}))
+    torch.manual_seed(seed)
+
+    def write(chunk):
+        width = max(len(ids) for ids in chunk)
         input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
         attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, (_, ids) in enumerate(chunk):
+        for r, ids in enumerate(chunk):
             input_ids[r, width - len(ids):] = torch.tensor(ids)
             attention_mask[r, width - len(ids):] = 1
         generated = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
                                    generation_config=config,
                                    stopping_criteria=_stopping_criteria(tokenizer, width, stop_sequences))
-        for (i, _), new in zip(chunk, generated[:, width:].tolist()):
+        for new in generated[:, width:].tolist():
             end = next((j for j, t in enumerate(new) if t in (tokenizer.eos_token_id, pad)), len(new))
             text = tokenizer.decode(new[:end], skip_special_tokens=True)
             finish = ("eos" if end < len(new) and new[end] == tokenizer.eos_token_id
                       else "stop" if any(s in text for s in stop_sequences) else "length")
-            ids = tuple(new[:end + 1] if finish == "eos" else new[:end])
-            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish, ids))
-    model.train(was_training)
-    return out
+            yield (new[:end + 1] if finish == "eos" else new[:end]), finish, ()
+
+    return write
+
+
+def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed):
+    """The same for `course_lib.decode.sample`: one weight snapshot per call, its own seeded generator."""
+    from course_lib import decode
+
+    snapshot = decode.Snapshot(model)
+    generator = torch.Generator().manual_seed(seed)
+    text_of = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+
+    def write(chunk):
+        for w in decode.sample(model, chunk, temperature=temperature, max_new_tokens=max_new_tokens,
+                               eos_id=tokenizer.eos_token_id, decode=text_of, stop_sequences=stop_sequences,
+                               generator=generator, snapshot=snapshot):
+            yield list(w.ids), w.finish, w.logprobs
+
+    return write
 
 
 # -----------------------------------------------------------------------------

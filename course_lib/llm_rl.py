@@ -46,6 +46,7 @@ from course_lib import rl
 from course_lib.checkpoints import check_same_settings, save_run_state
 from course_lib.config import option, override, require
 from course_lib.env import Episode
+from course_lib.decode import ENGINES
 from course_lib.evaluation import CHAT, STYLES, answer_code, generate, prompt_for, stop_sequences_for
 from course_lib.llm import _to, encode_prompt, sft_batch
 from course_lib.llm_teacher import OfflineTeacher, Teacher, teacher_examples
@@ -84,6 +85,12 @@ class RLConfig(rl.RLSettings):
     splits: tuple = option(ROLLOUT_SPLITS, "whose tests give the rewards (train, val; never test)")
     timeout: float = option(2.0, "sandbox seconds per program")
     clip_norm: float = option(1.0, "gradient-norm clip")
+    engine: str = option("auto", "what samples the rollouts: fast (course_lib.decode) or hf (Hugging Face's "
+                                 "generate); auto: fast on a CPU, hf on a GPU. The learner always scores the "
+                                 "sampled ids itself",
+                         choices=("auto",) + ENGINES)
+    is_cap: float = option(2.0, "truncated importance sampling when the engine is not the learner: each token's "
+                                "advantage times min(pi_learner / pi_sampler, is_cap); 0: off")
     micro_batch_size: int | None = option(None, "rows scored and back-propagated at once in the update (less memory, "
                                                 "the same update: gradients accumulate); none: all of a step's rows", int)
 
@@ -96,7 +103,7 @@ class RLConfig(rl.RLSettings):
                 f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
         for name in ("timeout", "clip_norm"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
-        for name in ("length_alpha", "min_std", "teacher_sft_weight", "self_sft_weight"):
+        for name in ("length_alpha", "min_std", "teacher_sft_weight", "self_sft_weight", "is_cap"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                 f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
@@ -154,19 +161,26 @@ KL_METHODS = ("grpo", "teacher-grpo")
 # -----------------------------------------------------------------------------
 # the loop
 
-def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=None) -> Rollout:
+def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=None,
+            times: dict | None = None) -> Rollout:
     """1. sample group_size completions per task; 2. run them in the sandbox and score them.
 
     The Rollout (`course_lib.rollout.Rollout`, the GRU's too) holds the ids sampled, their
-    log-probabilities under the policy that sampled them (and V(s_t) when there is a value head),
-    and each sample's reward on its last token; episodes[i].completion is the text it is imitated by.
+    log-probabilities under the learner (the policy being trained, scoring the ids it sampled;
+    and V(s_t) when there is a value head), the sampler's own log-probabilities when a fast
+    engine sampled them, and each sample's reward on its last token; episodes[i].completion is the
+    text it is imitated by. times, if given, receives the seconds of each part: generate, sandbox, score.
     """
+    clock = time.perf_counter()
     prompts = [prompt_for(t, config.style, tokenizer) for t in tasks]
     gens = generate(model, tokenizer, prompts, n_samples=config.group_size, temperature=config.temperature,
-                    max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed)
+                    max_new_tokens=config.max_new_tokens, stop_sequences=stop_sequences_for(config.style), seed=seed,
+                    engine=None if config.engine == "auto" else config.engine)
+    generated = time.perf_counter()
     sample_tasks = [tasks[g.prompt_index] for g in gens]
     codes = [answer_code(t, g.text, config.style) for t, g in zip(sample_tasks, gens)]
     reports = task_reports(sample_tasks, codes, timeout=config.timeout)
+    sandboxed = time.perf_counter()
     reward = lm_reward(config.length_alpha)
     rewards = torch.tensor([reward(t, code, r, n_tokens=g.n_tokens)
                             for t, code, r, g in zip(sample_tasks, codes, reports, gens)])
@@ -178,10 +192,17 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
     ro = written_rollout(tokenizer, [prompts[g.prompt_index] for g in gens], [g.ids for g in gens], rewards=rewards,
                          tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p),
                          pad_id=actor.pad_id)
-    with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning
+    if gens and gens[0].logprobs:  # a fast engine sampled: its own log-probabilities, for the correction
+        ro.sampler_logprobs = torch.zeros_like(ro.logprobs)
+        for i, g in enumerate(gens):
+            ro.sampler_logprobs[i, :len(g.logprobs)] = torch.tensor(g.logprobs)
+    with torch.no_grad():  # log pi_old of the sampled ids (and V), read once before learning, by the learner
         ro.logprobs, _, values = actor.score(ro, torch.arange(len(gens)))
     if values is not None:
         ro.values = values
+    if times is not None:
+        times.update(generate_s=generated - clock, sandbox_s=sandboxed - generated,
+                     score_s=time.perf_counter() - sandboxed)
     return ro
 
 
@@ -248,25 +269,28 @@ class LMTrainer(rl.Trainer):
         self.estimator = estimator
         self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
                                       normalise=config.method != "reinforce", min_std=config.min_std)
+        self.sampler_cap = config.is_cap
         self.loss_settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
                                              value_clip_eps=None, vf_coef=config.vf_coef,
                                              kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm,
                                              micro_batch_size=config.micro_batch_size)
         self.history: list[dict] = []  # one row per step
+        self.times: list[dict] = []  # the seconds of each step's parts: generate, sandbox, score, learn
 
     def collect(self) -> tuple[Rollout, dict]:
         """1-2. the step's tasks, group_size samples of each, scored in the sandbox (`rollout`)."""
         config = self.config
         chosen = self.sampler.draw(config.prompts_per_step)  # distinct tasks; rollout samples group_size of each
         step = len(self.history) + 1
+        times: dict = {}
         batch = rollout(self.policy, self.tokenizer, chosen, config, seed=config.seed * 100_003 + step,
-                        value_head=self.value_head)
+                        value_head=self.value_head, times=times)
         teacher = ([e for t in chosen
                     for e in self.teacher_by_prompt.get(prompt_for(t, config.style, self.tokenizer), [])]
                    if self.teacher_by_prompt else [])
         own = (best_own_samples(batch, config.group_size, config.style, self.tokenizer)
                if config.method == "teacher-grpo" else [])
-        return batch, {"teacher": teacher, "own": own}
+        return batch, {"teacher": teacher, "own": own, "times": times}
 
     def extra_terms(self, ctx: dict):
         """teacher-grpo: + w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
@@ -298,7 +322,9 @@ class LMTrainer(rl.Trainer):
                "groups_with_a_pass": sum(any(passed[i:i + group]) for i in range(0, len(passed), group)),
                **logs[-1], "teacher_examples": len(ctx["teacher"]), "self_examples": len(ctx["own"]),
                "nonzero_advantages": int((adv.abs() > 1e-8).any(dim=1).sum()),
+               **{k: round(v, 6) for k, v in ctx.get("sampler", {}).items()},
                "seconds": round(time.perf_counter() - ctx["started"], 2)}
+        self.times.append({**{k: round(v, 3) for k, v in ctx["times"].items()}, "learn_s": round(ctx["learn_s"], 3)})
         self.history.append(row)
         return row
 

@@ -200,6 +200,32 @@ def rl_loss(new_logprobs, entropy, new_values, ro: Rollout, rows, adv, returns, 
                     vf_coef=s.vf_coef, ent_coef=s.ent_coef, ref_logprobs=ref_logprobs, kl_coef=s.kl_coef)
 
 
+def sampler_correction(ro: Rollout, cap: float) -> tuple[torch.Tensor | None, dict]:
+    """Truncated importance weights for a sampler that is not the learner, and how far apart the two are.
+
+    A fast engine (int8 weights, another runtime) samples from pi_sampler, slightly different from
+    the learner's pi_old, which scores the same ids (`ro.logprobs`). Weighting each token's advantage
+    by w_t = min(pi_old(a_t) / pi_sampler(a_t), cap) makes the update the one pi_old's own samples
+    would give in expectation, with the weight's variance bounded by the cap (truncated importance
+    sampling, as verl and TRL apply it behind vLLM). Returns (weights [B, T] or None when the sampler
+    is the learner or cap is 0, diagnostics): sampler_kl, KL(pi_sampler || pi_old) per token
+    estimated on the sampled ids (the mean of log pi_sampler - log pi_old), and the weights' mean and
+    the fraction of tokens cut at the cap.
+    """
+    if ro.sampler_logprobs is None:
+        return None, {}
+    mask = ro.mask
+    log_ratio = (ro.logprobs - ro.sampler_logprobs) * mask  # log pi_old - log pi_sampler on each sampled token
+    stats = {"sampler_kl": masked_mean(-log_ratio, mask).item(),
+             "sampler_max_abs_log_ratio": float(log_ratio.abs().max())}
+    if not cap:
+        return None, stats
+    weights = log_ratio.exp().clamp(max=cap) * mask
+    stats.update(is_weight_mean=masked_mean(weights, mask).item(),
+                 is_capped_frac=masked_mean((log_ratio.exp() > cap).float(), mask).item())
+    return weights, stats
+
+
 def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor, s: LossSettings, optimizer,
           params, rng: np.random.Generator, *, add_terms: Callable[[torch.Tensor, dict], torch.Tensor] | None = None,
           backward: Callable[[torch.Tensor], None] | None = None) -> tuple[list[dict], int, bool]:
@@ -323,6 +349,7 @@ class Trainer:
     estimator: str = "gae"
     advantage_options: dict = {}
     backward: Callable[[torch.Tensor], None] | None = None  # None: loss.backward()
+    sampler_cap: float = 0.0  # truncated importance sampling's cap when another engine samples (0: off)
 
     def collect(self) -> tuple[Rollout, dict]:
         raise NotImplementedError
@@ -339,6 +366,9 @@ class Trainer:
         ro, ctx = self.collect()                                                     # 1-2. rollout, reward
         ctx["started"] = ctx_start
         adv, returns = advantages(ro, self.estimator, **self.advantage_options)      # 3. advantages
+        weights, ctx["sampler"] = sampler_correction(ro, self.sampler_cap)
+        if weights is not None:  # the sampler is not the learner: importance weights, truncated
+            adv = adv * weights
         t = time.perf_counter()
         self.model.train()
         logs, epochs_done, early_stop = learn(self.actor, ro, adv, returns, self.loss_settings,  # 4. learn

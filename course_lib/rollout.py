@@ -151,6 +151,8 @@ class Rollout:
     mask: torch.Tensor         # [B, T] 1 on real steps, 0 on padding
     rewards: torch.Tensor      # [B, T] 0 everywhere except each episode's last step
     bootstrap: torch.Tensor    # [B] V(state after the last step) for truncated episodes, else 0
+    sampler_logprobs: torch.Tensor | None = None  # [B, T] log-probabilities under the engine that sampled the ids,
+                                                  # when it is not the learner itself (`rl.sampler_correction`)
 
 
 def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
