@@ -43,3 +43,38 @@ def provenance(pretrained) -> dict:
 
     return {"pretrained_sha256": file_sha256(pretrained), "machine": f"{cpu_model() or 'unknown CPU'}, "
             f"{os.cpu_count()} cores"}
+
+
+SCHEMA_VERSION = 1
+
+
+def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float) -> dict:
+    """The fields every new record starts with: what made it (script, command, code revision, library
+    versions), with which settings, on what, when and in how long. The caller adds rows and a summary."""
+    import platform
+    import subprocess
+    import sys
+    import datetime
+
+    import torch
+
+    root = Path(__file__).resolve().parents[1]
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    versions = {"python": platform.python_version(), "torch": torch.__version__}
+    for name in ("transformers", "peft"):
+        try:
+            versions[name] = __import__(name).__version__
+        except ImportError:
+            pass
+    return {"schema_version": SCHEMA_VERSION, "script": script, "command": " ".join(["python", script]),
+            "code_revision": git("rev-parse", "HEAD"), "uncommitted_changes": bool(git("status", "--porcelain",
+                                                                                       "course_lib")),
+            "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
+            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+            "versions": versions, "config": config, "seconds": round(seconds, 1)}

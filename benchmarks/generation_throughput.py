@@ -1,67 +1,159 @@
-"""How fast SmolLM2-135M-Instruct writes on this machine: generated tokens per second by batch size
-and torch threads, through the course's own `evaluation.generate` (key-value cache on, as always).
+"""How fast SmolLM2-135M-Instruct writes, through Hugging Face's `generate` and the course's fast engine
+(`course_lib.decode`), side by side in one run, and what that does to a GRPO step of chapter 10.
 
-Each setting answers the same chat prompts (the first N_PROMPTS `train` tasks, greedy, up to
-MAX_NEW_TOKENS tokens), after one warm-up pass of the whole script; the record keeps the time and
-the tokens written before <eos>. A batch runs until
-its longest answer ends, so tokens/s counts only the useful tokens: what a reader waits for.
+Settings (fp32, torch's default threads, chat prompts of the first `train` tasks, T = 0.8, up to 128 tokens):
 
-    python benchmarks/generation_throughput.py     writes benchmarks/records/generation_throughput.json
+    rollout      chapter 10's rollout: 4 prompts x a group of 4 samples (16 rows), twice (8 prompts)
+    batch-32     32 different prompts in one batch of 32
+    grpo-step    one GRPO step of chapter 10's settings from the start (4 x 4, 2 epochs, KL 0.05), by part:
+                 generate, sandbox, score (log pi_old), learn (the epochs and the reference)
+
+Useful tokens are those up to each row's <eos>: what the reader waits for. The whole set runs once at
+torch's default CPU capability and once with ATEN_CPU_CAPABILITY=avx2 (the kernels of most free notebook
+runtimes), each in its own process. int8 weights were a candidate too: the record keeps the KL between
+their next-token distribution and the learner's on the same prefixes, which rules them out.
+
+    python benchmarks/generation_throughput.py     writes benchmarks/records/generation_throughput.json (~10 min)
 """
 
 from __future__ import annotations
 
+import json
 import os
+import subprocess
 import sys
 import time
 from pathlib import Path
-
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 OUTPUT = REPO_ROOT / "benchmarks" / "records" / "generation_throughput.json"
 
 MODEL = "smollm2-135m-instruct"
-N_PROMPTS = 16
+TEMPERATURE = 0.8
 MAX_NEW_TOKENS = 128
-SETTINGS = [(1, 2), (4, 2), (16, 2), (16, 1)]  # (batch_size, torch threads)
+CAPABILITIES = (None, "avx2")  # None: torch's default for this processor
+STEP = dict(method="grpo", style="chat", steps=1, prompts_per_step=4, group_size=4, lr=1e-3, temperature=TEMPERATURE,
+            max_new_tokens=MAX_NEW_TOKENS, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05, seed=0)
 
 
-def main() -> None:
+def timed_generate(evaluation, model, tokenizer, prompts, n_samples, engine, batch_size):
+    start = time.perf_counter()
+    gens = evaluation.generate(model, tokenizer, prompts, n_samples=n_samples, temperature=TEMPERATURE,
+                               max_new_tokens=MAX_NEW_TOKENS, stop_sequences=(), seed=0, engine=engine,
+                               batch_size=batch_size)
+    seconds = time.perf_counter() - start
+    tokens = sum(g.n_tokens for g in gens)
+    return {"rows": len(gens), "tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1)}
+
+
+def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
+    """KL(int8 sampler || learner) per token on prefixes the fp32 engine sampled, and the fp32 engine's own."""
+    import torch
+
+    from course_lib.llm import encode_prompt
+
+    gens = evaluation.generate(model, tokenizer, prompts, temperature=TEMPERATURE, max_new_tokens=48,
+                               stop_sequences=(), engine="fast")
+    out = {}
+    for name, snapshot in (("fast", decode.Snapshot(model)), ("int8", decode.Snapshot(model, quantize=True))):
+        kls = []
+        for g in gens:
+            prompt_ids = encode_prompt(tokenizer, prompts[g.prompt_index])
+            sampler = decode.forced_logits(snapshot, prompt_ids, g.ids)
+            full = torch.tensor([prompt_ids + list(g.ids)])
+            with torch.no_grad():
+                learner = model(input_ids=full).logits[0, len(prompt_ids) - 1:len(prompt_ids) - 1 + len(g.ids)]
+            s = torch.log_softmax(sampler / TEMPERATURE, -1)
+            t = torch.log_softmax(learner.float() / TEMPERATURE, -1)
+            kls.append((s.exp() * (s - t)).sum(-1))
+        kl = torch.cat(kls)
+        out[name] = {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "tokens": int(kl.numel())}
+    return out
+
+
+def grpo_step(engine):
+    """One GRPO step of chapter 10's settings from the start, with this engine sampling: seconds by part."""
+    from course_lib import llm_rl, lm_policy
+    from course_lib.tasks import load_tasks
+
+    model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=0, rank=8, alpha=16.0)
+    pool = llm_rl.rollout_tasks(load_tasks())
+    trainer = llm_rl.LMTrainer(model, tokenizer, pool, llm_rl.RLConfig(**STEP, engine=engine))
+    start = time.perf_counter()
+    row = trainer.step()
+    return {"step_s": round(time.perf_counter() - start, 2), **trainer.times[0],
+            "row": {k: row[k] for k in ("reward", "avg_len", "kl_ref", "approx_kl") if k in row}
+            | {k: row[k] for k in ("sampler_kl", "is_weight_mean") if k in row}}
+
+
+def measure() -> dict:
+    """Everything at this process's CPU capability."""
     import torch
     import transformers
 
-    from course_lib import evaluation, model_zoo
-    from book_tools.reproduce import cpu_model
+    from course_lib import decode, evaluation, model_zoo
     from course_lib.tasks import load_tasks
 
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
     model, tokenizer = model_zoo.load_model(MODEL, "cpu")
-    tasks = [t for t in load_tasks() if t.split == "train"][:N_PROMPTS]
-    prompts = [evaluation.prompt_for(t, "chat", tokenizer) for t in tasks]
-    evaluation.generate(model, tokenizer, prompts[:4], temperature=0.0, max_new_tokens=16, stop_sequences=())  # warm-up
-    rows = []
-    for batch_size, threads in SETTINGS:
-        torch.set_num_threads(threads)
-        n = N_PROMPTS if batch_size > 1 else 4  # one prompt at a time is slow: 4 of them are enough
-        start = time.perf_counter()
-        gens = evaluation.generate(model, tokenizer, prompts[:n], temperature=0.0, max_new_tokens=MAX_NEW_TOKENS,
-                                   stop_sequences=(), batch_size=batch_size)
-        seconds = time.perf_counter() - start
-        tokens = sum(g.n_tokens for g in gens)
-        row = {"batch_size": batch_size, "threads": threads, "prompts": n,
-               "tokens": tokens, "seconds": round(seconds, 2), "tokens_per_s": round(tokens / seconds, 1)}
-        rows.append(row)
-        print(f"batch {batch_size:>2}, {threads} thread(s): "
-              f"{row['tokens_per_s']:>6.1f} tokens/s ({tokens} tokens in {row['seconds']:.1f} s)", flush=True)
-    best = max(rows, key=lambda r: r["tokens_per_s"])
-    write_json(OUTPUT, {"script": "benchmarks/generation_throughput.py", "model": MODEL,
-                        "max_new_tokens": MAX_NEW_TOKENS, "rows": rows, "fastest": best,
-                        "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
-    print(f"fastest: batch {best['batch_size']}, {best['threads']} thread(s): {best['tokens_per_s']} tokens/s; "
-          f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
+    train = [t for t in load_tasks() if t.split == "train"]
+    prompts = [evaluation.prompt_for(t, "chat", tokenizer) for t in train[:32]]
+    evaluation.generate(model, tokenizer, prompts[:4], temperature=TEMPERATURE, max_new_tokens=8, stop_sequences=(),
+                        engine="hf")  # warm-up
+    out = {"capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "settings": {}}
+    for setting, groups, n, batch in (("rollout", [prompts[:4], prompts[4:8]], 4, 16), ("batch-32", [prompts], 1, 32)):
+        out["settings"][setting] = row = {"batch_size": batch, "samples_per_prompt": n}
+        for engine in ("hf", "fast"):
+            runs = [timed_generate(evaluation, model, tokenizer, g, n, engine, batch) for g in groups]
+            tokens, seconds = sum(r["tokens"] for r in runs), sum(r["seconds"] for r in runs)
+            row[engine] = {"rows": sum(r["rows"] for r in runs), "tokens": tokens, "seconds": round(seconds, 2),
+                           "tokens_per_s": round(tokens / seconds, 1)}
+            print(f"[{out['capability']}] {setting:>8} {engine:>4}: {row[engine]['tokens_per_s']:6.1f} useful tokens/s "
+                  f"({tokens} in {seconds:.1f} s)", flush=True)
+        row["speedup"] = round(row["fast"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
+    out["int8_candidate"] = int8_mismatch(decode, model, tokenizer, prompts[:4], evaluation)
+    del model
+    out["grpo_step"] = {engine: grpo_step(engine) for engine in ("hf", "fast")}
+    for engine, r in out["grpo_step"].items():
+        print(f"[{out['capability']}] GRPO step {engine:>4}: {r['step_s']} s (generate {r['generate_s']}, sandbox "
+              f"{r['sandbox_s']}, score {r['score_s']}, learn {r['learn_s']})", flush=True)
+    out["grpo_step"]["speedup"] = round(out["grpo_step"]["hf"]["step_s"] / out["grpo_step"]["fast"]["step_s"], 2)
+    return out
+
+
+def main() -> None:
+    if "--measure" in sys.argv:
+        print("RESULT " + json.dumps(measure()), flush=True)
+        return
+    from _common import new_record, write_json
+    from book_tools.reproduce import cpu_model
+
+    started = time.perf_counter()
+    runs = []
+    for capability in CAPABILITIES:
+        env = dict(os.environ, HF_HUB_OFFLINE="1")
+        if capability:
+            env["ATEN_CPU_CAPABILITY"] = capability
+        proc = subprocess.run([sys.executable, __file__, "--measure"], env=env, capture_output=True, text=True,
+                              cwd=REPO_ROOT)
+        sys.stdout.write("".join(l + "\n" for l in proc.stdout.splitlines() if not l.startswith("RESULT ")))
+        if proc.returncode:
+            sys.exit(f"the measurement at capability {capability or 'default'} failed:\n{proc.stderr[-3000:]}")
+        runs.append({"ATEN_CPU_CAPABILITY": capability,
+                     **json.loads(next(l for l in proc.stdout.splitlines() if l.startswith("RESULT "))[7:])})
+    record = new_record(
+        "benchmarks/generation_throughput.py", config={"model": MODEL, "temperature": TEMPERATURE,
+                                                       "max_new_tokens": MAX_NEW_TOKENS, "dtype": "float32",
+                                                       "grpo_step": STEP},
+        machine=f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores", device="cpu",
+        seconds=time.perf_counter() - started)
+    record["runs"] = runs
+    record["summary"] = {f"{r['capability']}": {"rollout_speedup": r["settings"]["rollout"]["speedup"],
+                                               "batch32_speedup": r["settings"]["batch-32"]["speedup"],
+                                               "grpo_step_speedup": r["grpo_step"]["speedup"]} for r in runs}
+    write_json(OUTPUT, record)
+    print(json.dumps(record["summary"]), f"\nwrote {OUTPUT.relative_to(REPO_ROOT)}")
 
 
 if __name__ == "__main__":
