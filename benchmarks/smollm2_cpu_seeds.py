@@ -72,8 +72,11 @@ def summary(record: dict) -> dict:
         for measure_name in ("greedy_pass@1", "pass@1_from_samples"):
             values = [r["result"][name][measure_name] for r in runs]
             changes = [v - start[name][measure_name] for v in values]
-            mean, se = mean_se(values)
-            change, change_se = mean_se(changes)
+            if len(runs) < 2:  # one seed: no standard error yet
+                mean, se, change, change_se = values[0], 0.0, changes[0], 0.0
+            else:
+                mean, se = mean_se(values)
+                change, change_se = mean_se(changes)
             out[f"{name}, {measure_name}"] = {
                 "start": start[name][measure_name], "trained_mean": round(mean, 4), "trained_se": round(se, 4),
                 "change": round(change, 4), "change_se": round(change_se, 4),

@@ -256,10 +256,6 @@ def tiny_start_files(model_dir=DEFAULT_TINY_DIR, adapter_dir=DEFAULT_SFT_DIR) ->
     return [Path(model_dir) / "model.safetensors", Path(adapter_dir) / "adapter_model.safetensors"]
 
 
-def read_pretraining_info(model_dir=DEFAULT_TINY_DIR) -> dict:
-    return json.loads((Path(model_dir) / PRETRAINING_FILE).read_text())
-
-
 # -----------------------------------------------------------------------------
 # LoRA with peft
 

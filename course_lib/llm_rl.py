@@ -395,8 +395,3 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
             trainer.save_state(state_file)
     return trainer.history
 
-
-def train_teacher_grpo(model, tokenizer, tasks, *, teacher: Teacher | None = None, config: RLConfig | None = None,
-                       **kwargs) -> list[dict]:
-    """The teacher-guided GRPO README's teacher-guided GRPO: `train_rl` with method="teacher-grpo" (kwargs as for train_rl)."""
-    return train_rl(model, tokenizer, tasks, config, teacher=teacher, method="teacher-grpo", **kwargs)
