@@ -76,6 +76,51 @@ def engine_section() -> str:
         _provenance(record, path)])
 
 
+def _paired_rows(record: dict, label: str) -> list[list]:
+    """Rows of one record of start + trained seeds: each measure's start, trained mean ± SE, paired change, verdict."""
+    from course_lib.stats import mean_se, seed_verdict, t_factor
+
+    start = next(r for r in record["runs"] if r["model"] == "start")
+    trained = sorted((r for r in record["runs"] if r["model"] != "start"), key=lambda r: r["seed"])
+    n = record["sampled"]["n_samples"]
+    measures = (("train", "greedy pass@1", "train_greedy_pass@1"),
+                ("val (rewarded)", "greedy pass@1", "val_greedy_pass@1"),
+                ("test (never trained on)", "greedy pass@1", "test_greedy_pass@1"),
+                ("test (never trained on)", f"pass@1 from {n} samples at T = {record['sampled']['temperature']}",
+                 "test_pass_rate"))
+    rows = []
+    for split, measure, key in measures:
+        values = [r[key] for r in trained]
+        changes = [v - start[key] for v in values]
+        mean, se = mean_se(values)
+        change, change_se = mean_se(changes)
+        rows.append([label, f"{len(trained)}", split, measure, f"{start[key]:.3f}", f"{mean:.3f} ± {se:.3f}",
+                     f"{change:+.3f} ± {change_se:.3f}", f"{t_factor(len(trained)) * change_se:.3f}",
+                     seed_verdict(changes)])
+    return rows
+
+
+def cpu_methods_section() -> str:
+    records = [("GRPO", "notebooks/data/smollm2_rl.json"), ("REINFORCE", "notebooks/data/smollm2_reinforce.json"),
+               ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json"),
+               ("GRPO in TRL's GRPOTrainer", "notebooks/data/trl_grpo.json")]
+    loaded = [(label, path, _read(path)) for label, path in records]
+    loaded = [(label, path, record) for label, path, record in loaded if record is not None]
+    if not loaded:
+        return ""
+    rows = [row for label, _, record in loaded for row in _paired_rows(record, label)]
+    settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
+                         f"{r['rl']['group_size']}" for label, _, r in loaded)
+    return "\n\n".join([
+        "## Three methods on the CPU, made with Hugging Face's `generate` sampling",
+        "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
+        f"the rollout pool ({settings}). Each trained seed is paired with the one start (its greedy answers "
+        "have no sampling noise); the course's splits: train (trained on), val (rewarded: RL saw its tests), "
+        "test (never trained on).",
+        _table(["method", "seeds", "split", "measure", "start", "trained", "change", "t-interval", "verdict"], rows),
+        "\n".join("- " + _provenance(record, path) for _, path, record in loaded)])
+
+
 def cpu_seeds_section() -> str:
     path = "notebooks/data/smollm2_cpu_seeds.json"
     record = _read(path)
@@ -135,7 +180,7 @@ def gpu_seeds_section() -> str:
 PAGES = {
     "10_lora_rl": ("Chapter 10 results: LoRA-RL on a real model",
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
-                   (engine_section, cpu_seeds_section, gpu_seeds_section)),
+                   (engine_section, cpu_seeds_section, cpu_methods_section, gpu_seeds_section)),
 }
 
 
