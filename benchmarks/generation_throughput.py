@@ -1,5 +1,6 @@
 """How fast SmolLM2-135M-Instruct writes, through Hugging Face's `generate` and the course's fast engine
-(`course_lib.decode`), side by side in one run, and what that does to a GRPO step of chapter 10.
+(`course_lib.decode`, in float32 and with bfloat16 weights), side by side in one run, and what that does to a
+GRPO step of chapter 10.
 
 Settings (fp32, torch's default threads, chat prompts of the first `train` tasks, T = 0.8, up to 128 tokens):
 
@@ -33,6 +34,7 @@ MODEL = "smollm2-135m-instruct"
 TEMPERATURE = 0.8
 MAX_NEW_TOKENS = 128
 CAPABILITIES = (None, "avx2")  # None: torch's default for this processor
+ENGINES = ("hf", "fast", "fast-bf16")
 STEP = dict(method="grpo", style="chat", steps=1, prompts_per_step=4, group_size=4, lr=1e-3, temperature=TEMPERATURE,
             max_new_tokens=MAX_NEW_TOKENS, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05, seed=0)
 
@@ -56,7 +58,8 @@ def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
     gens = evaluation.generate(model, tokenizer, prompts, temperature=TEMPERATURE, max_new_tokens=48,
                                stop_sequences=(), engine="fast")
     out = {}
-    for name, snapshot in (("fast", decode.Snapshot(model)), ("int8", decode.Snapshot(model, quantize=True))):
+    for name, snapshot in (("fast", decode.Snapshot(model)), ("fast-bf16", decode.Snapshot(model, "bfloat16")),
+                           ("int8", decode.Snapshot(model, "int8"))):
         kls = []
         for g in gens:
             prompt_ids = encode_prompt(tokenizer, prompts[g.prompt_index])
@@ -104,7 +107,7 @@ def measure() -> dict:
     out = {"capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "settings": {}}
     for setting, groups, n, batch in (("rollout", [prompts[:4], prompts[4:8]], 4, 16), ("batch-32", [prompts], 1, 32)):
         out["settings"][setting] = row = {"batch_size": batch, "samples_per_prompt": n}
-        for engine in ("hf", "fast"):
+        for engine in ENGINES:
             runs = [timed_generate(evaluation, model, tokenizer, g, n, engine, batch) for g in groups]
             tokens, seconds = sum(r["tokens"] for r in runs), sum(r["seconds"] for r in runs)
             row[engine] = {"rows": sum(r["rows"] for r in runs), "tokens": tokens, "seconds": round(seconds, 2),
@@ -112,13 +115,15 @@ def measure() -> dict:
             print(f"[{out['capability']}] {setting:>8} {engine:>4}: {row[engine]['tokens_per_s']:6.1f} useful tokens/s "
                   f"({tokens} in {seconds:.1f} s)", flush=True)
         row["speedup"] = round(row["fast"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
+        row["speedup_bf16"] = round(row["fast-bf16"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
     out["int8_candidate"] = int8_mismatch(decode, model, tokenizer, prompts[:4], evaluation)
     del model
-    out["grpo_step"] = {engine: grpo_step(engine) for engine in ("hf", "fast")}
-    for engine, r in out["grpo_step"].items():
+    out["grpo_step"] = {engine: grpo_step(engine) for engine in ENGINES}
+    for engine, r in ((e, out["grpo_step"][e]) for e in ENGINES):
         print(f"[{out['capability']}] GRPO step {engine:>4}: {r['step_s']} s (generate {r['generate_s']}, sandbox "
               f"{r['sandbox_s']}, score {r['score_s']}, learn {r['learn_s']})", flush=True)
     out["grpo_step"]["speedup"] = round(out["grpo_step"]["hf"]["step_s"] / out["grpo_step"]["fast"]["step_s"], 2)
+    out["grpo_step"]["speedup_bf16"] = round(out["grpo_step"]["hf"]["step_s"] / out["grpo_step"]["fast-bf16"]["step_s"], 2)
     return out
 
 
@@ -149,9 +154,11 @@ def main() -> None:
         machine=f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores", device="cpu",
         seconds=time.perf_counter() - started)
     record["runs"] = runs
-    record["summary"] = {f"{r['capability']}": {"rollout_speedup": r["settings"]["rollout"]["speedup"],
-                                               "batch32_speedup": r["settings"]["batch-32"]["speedup"],
-                                               "grpo_step_speedup": r["grpo_step"]["speedup"]} for r in runs}
+    record["summary"] = {f"{r['capability']}": {
+        "rollout_speedup": r["settings"]["rollout"]["speedup"], "batch32_speedup": r["settings"]["batch-32"]["speedup"],
+        "grpo_step_speedup": r["grpo_step"]["speedup"], "rollout_speedup_bf16": r["settings"]["rollout"]["speedup_bf16"],
+        "batch32_speedup_bf16": r["settings"]["batch-32"]["speedup_bf16"],
+        "grpo_step_speedup_bf16": r["grpo_step"]["speedup_bf16"]} for r in runs}
     write_json(OUTPUT, record)
     print(json.dumps(record["summary"]), f"\nwrote {OUTPUT.relative_to(REPO_ROOT)}")
 

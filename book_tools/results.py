@@ -45,34 +45,41 @@ def engine_section() -> str:
     record = _read(path)
     if record is None:
         return ""
+    engines = [e for e in ("hf", "fast", "fast-bf16") if e in record["runs"][0]["settings"]["rollout"]]
     rows = []
     for run in record["runs"]:
         for setting, label in (("rollout", "chapter 10's rollout: 4 prompts x 4 samples"),
                                ("batch-32", "32 prompts, batch 32")):
             r = run["settings"][setting]
-            rows.append([run["capability"], label, r["hf"]["tokens_per_s"], r["fast"]["tokens_per_s"],
-                         f"{r['speedup']:.2f}x"])
+            rows.append([run["capability"], label] + [r[e]["tokens_per_s"] for e in engines]
+                        + [f"{r[e]['tokens_per_s'] / r['hf']['tokens_per_s']:.2f}x" for e in engines[1:]])
     steps = []
     for run in record["runs"]:
-        for engine in ("hf", "fast"):
+        for engine in engines:
             s = run["grpo_step"][engine]
+            kl = s["row"].get("sampler_kl")
+            kl = ("none: the learner samples" if kl is None else f"{kl:.1e}" if abs(kl) >= 1e-6 else "below 1e-6")
             steps.append([run["capability"], engine, s["step_s"], s["generate_s"], s["sandbox_s"], s["score_s"],
-                          s["learn_s"]])
-    kl = [[run["capability"], f"{run['int8_candidate']['fast']['kl_max']:.1e}",
-           f"{run['int8_candidate']['int8']['kl_mean']:.2f}", f"{run['int8_candidate']['int8']['kl_max']:.1f}"]
-          for run in record["runs"]]
+                          s["learn_s"], kl])
+    samplers = [k for k in ("fast", "fast-bf16", "int8") if k in record["runs"][0]["int8_candidate"]]
+    kl = [[run["capability"]] + [f"{run['int8_candidate'][k]['kl_mean']:.1e} / {run['int8_candidate'][k]['kl_max']:.1e}"
+                                 for k in samplers] for run in record["runs"]]
     return "\n\n".join([
         "## The rollout engine: useful tokens per second",
-        "SmolLM2-135M-Instruct in float32, sampling at temperature 0.8 up to 128 new tokens; useful tokens are "
-        "those up to each row's `<eos>`. `hf` is Hugging Face's `generate`, `fast` the course's engine "
-        "(`course_lib.decode`). Each capability ran in its own process, on the same machine, in one run.",
-        _table(["CPU capability", "setting", "hf tokens/s", "fast tokens/s", "ratio"], rows),
-        "One GRPO step of chapter 10's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part:",
-        _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn"], steps),
-        "A candidate that was measured and ruled out: int8 weights with one scale per activation matrix "
-        "(fbgemm). KL per token between the sampler's and the learner's next-token distributions, on the same "
-        "prefixes:",
-        _table(["CPU capability", "fp32 engine, max", "int8, mean", "int8, max"], kl),
+        "SmolLM2-135M-Instruct, sampling at temperature 0.8 up to 128 new tokens; useful tokens are those up to "
+        "each row's `<eos>`. `hf` is Hugging Face's `generate`, `fast` the course's engine (`course_lib.decode`) "
+        "in float32, `fast-bf16` the same with bfloat16 weights. Each CPU capability ran in its own process, on "
+        "the same machine, in one run.",
+        _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
+               + [f"{e} / hf" for e in engines[1:]], rows),
+        "One GRPO step of chapter 10's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
+        "and the step's logged KL(sampler || learner) per token:",
+        _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
+                "sampler KL"], steps),
+        "KL per token between each sampler's next-token distribution and the learner's, on the same prefixes "
+        "(mean / max). int8 weights with one scale per activation matrix (fbgemm) were a candidate; this KL "
+        "rules them out:",
+        _table(["CPU capability"] + samplers, kl),
         _provenance(record, path)])
 
 

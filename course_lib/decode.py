@@ -12,7 +12,10 @@ coder) with
     grouped queries  a query head attends to its key head's cache directly, without copies
     leaving rows     rows that ended (<eos>, a stop sequence) leave the batch, so every decode step
                      computes tokens someone reads
-    int8 weights     measured, not used (`Snapshot(quantize=True)`): fbgemm's dynamically quantised
+    bfloat16         optional (engine "fast-bf16"): bfloat16 weights and matmul inputs, for processors
+                     with AVX512-BF16; its distribution differs from the learner's a little more, which
+                     the RL core measures and corrects (`rl.sampler_correction`)
+    int8 weights     measured, not used (`Snapshot(model, "int8")`): fbgemm's dynamically quantised
                      matmuls quantise each activation matrix with one scale, and SmolLM2's activations
                      have outliers, so its next-token distribution moves far from the learner's
                      (benchmarks/generation_throughput.py records the KL)
@@ -31,7 +34,8 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-ENGINES = ("hf", "fast")
+ENGINES = ("hf", "fast", "fast-bf16")  # fast-bf16: the fast engine with bfloat16 weights
+PRECISIONS = ("float32", "bfloat16", "int8")
 
 
 # -----------------------------------------------------------------------------
@@ -62,21 +66,27 @@ def _llama_parts(model):
 
 
 class _Linear:
-    """y = x W^T as a fp32 matmul, or as fbgemm's int8 matmul with activations quantised on the fly."""
+    """y = x W^T in the snapshot's precision: a float32 matmul; bfloat16 weights and inputs (about twice the
+    float32 rate on processors with AVX512-BF16, far slower without it); or fbgemm's int8 matmul with the
+    activations quantised on the fly (measured, not offered: see the module's docstring)."""
 
-    def __init__(self, weight: torch.Tensor, quantize: bool):
-        self.quantized = quantize
-        if quantize:
+    def __init__(self, weight: torch.Tensor, precision: str):
+        self.precision = precision
+        if precision == "int8":
             scale = weight.abs().amax(dim=1).clamp(min=1e-8) / 127.0
             qweight = torch.quantize_per_channel(weight.float().contiguous(), scale.double(),
                                                  torch.zeros_like(scale, dtype=torch.long), 0, torch.qint8)
             self.packed = torch.ops.quantized.linear_prepack(qweight, None)
+        elif precision == "bfloat16":
+            self.weight = weight.to(torch.bfloat16).contiguous()
         else:
             self.weight_t = weight.float().t().contiguous()  # [in, out]: x @ W^T as one plain matmul
 
     def __call__(self, x: torch.Tensor) -> torch.Tensor:
-        if self.quantized:
+        if self.precision == "int8":
             return torch.ops.quantized.linear_dynamic(x, self.packed, True)
+        if self.precision == "bfloat16":
+            return F.linear(x.to(torch.bfloat16), self.weight).float()
         return x @ self.weight_t
 
 
@@ -91,18 +101,21 @@ class _Layer:
 
 
 class Snapshot:
-    """The policy's weights as the engine uses them: fused, fp32 (or int8), detached from autograd."""
+    """The policy's weights as the engine uses them: fused, detached from autograd, in `precision`
+    (PRECISIONS: float32, bfloat16, or int8, which no engine uses)."""
 
-    def __init__(self, model, quantize: bool = False):
+    def __init__(self, model, precision: str = "float32"):
+        if precision not in PRECISIONS:
+            raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
         embed, layers, norm, lm_head, rotary, config = _llama_parts(model)
-        self.config, self.rotary, self.quantized = config, rotary, quantize
+        self.config, self.rotary, self.precision = config, rotary, precision
         self.n_heads = config.num_attention_heads
         self.n_kv = getattr(config, "num_key_value_heads", None) or self.n_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
         self.eps = config.rms_norm_eps
         self.embed = embed.weight.detach().float()
         self.norm = norm.weight.detach().float()
-        self.lm_head = _Linear(_effective_weight(lm_head), quantize)
+        self.lm_head = _Linear(_effective_weight(lm_head), precision)
         self.layers = []
         for layer in layers:
             a, m = layer.self_attn, layer.mlp
@@ -112,10 +125,10 @@ class Snapshot:
                                     "use engine='hf'")
             qkv = torch.cat([_effective_weight(a.q_proj), _effective_weight(a.k_proj), _effective_weight(a.v_proj)])
             gate_up = torch.cat([_effective_weight(m.gate_proj), _effective_weight(m.up_proj)])
-            self.layers.append(_Layer(layer.input_layernorm.weight.detach().float(), _Linear(qkv, quantize),
-                                      _Linear(_effective_weight(a.o_proj), quantize),
+            self.layers.append(_Layer(layer.input_layernorm.weight.detach().float(), _Linear(qkv, precision),
+                                      _Linear(_effective_weight(a.o_proj), precision),
                                       layer.post_attention_layernorm.weight.detach().float(),
-                                      _Linear(gate_up, quantize), _Linear(_effective_weight(m.down_proj), quantize)))
+                                      _Linear(gate_up, precision), _Linear(_effective_weight(m.down_proj), precision)))
 
     def rms_norm(self, x: torch.Tensor, weight: torch.Tensor) -> torch.Tensor:
         return weight * (x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps))
@@ -217,7 +230,7 @@ class Written:
 @torch.no_grad()
 def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_tokens: int, eos_id: int,
            decode=None, stop_sequences: Sequence[str] = (), generator: torch.Generator | None = None,
-           quantize: bool = False, snapshot: Snapshot | None = None) -> list[Written]:
+           precision: str = "float32", snapshot: Snapshot | None = None) -> list[Written]:
     """Write up to max_new_tokens ids after each row of prompt ids, all rows in one batch.
 
     temperature 0 is greedy; otherwise every token is drawn from softmax(logits / temperature)
@@ -225,7 +238,7 @@ def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_
     stop sequence, or at the limit; a row that ended leaves the batch at the next compaction
     (when a quarter of the batch has ended), so the work shrinks with the rows still writing.
     """
-    snap = snapshot or Snapshot(model, quantize=quantize)
+    snap = snapshot or Snapshot(model, precision)
     B = len(rows)
     unique = list(dict.fromkeys(tuple(r) for r in rows))  # a prompt sampled n times is read once
     width = max(len(r) for r in unique)

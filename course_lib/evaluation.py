@@ -275,7 +275,7 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
 
     Sampling draws from the model's full distribution at this temperature (no top-k,
     no top-p), seeded with seed: the same call gives the same text. engine: "hf" (Hugging
-    Face's `generate`) or "fast" (`course_lib.decode`), None: `pick_engine`'s default.
+    Face's `generate`), "fast" or "fast-bf16" (`course_lib.decode`), None: `pick_engine`'s default.
     """
     if temperature < 0:
         raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
@@ -296,7 +296,8 @@ def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, te
     if engine == "hf":
         write = _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pad, seed)
     else:
-        write = _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed)
+        write = _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed,
+                             "bfloat16" if engine == "fast-bf16" else "float32")
     out: list[Generation] = []
     chunks = range(0, len(rows), batch_size)
     for start in tqdm(chunks, desc="generating", disable=not progress, unit="batch"):
@@ -340,11 +341,11 @@ def _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pa
     return write
 
 
-def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed):
+def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed, precision):
     """The same for `course_lib.decode.sample`: one weight snapshot per call, its own seeded generator."""
     from course_lib import decode
 
-    snapshot = decode.Snapshot(model)
+    snapshot = decode.Snapshot(model, precision)
     generator = torch.Generator().manual_seed(seed)
     text_of = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
 

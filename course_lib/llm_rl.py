@@ -85,9 +85,9 @@ class RLConfig(rl.RLSettings):
     splits: tuple = option(ROLLOUT_SPLITS, "whose tests give the rewards (train, val; never test)")
     timeout: float = option(2.0, "sandbox seconds per program")
     clip_norm: float = option(1.0, "gradient-norm clip")
-    engine: str = option("auto", "what samples the rollouts: fast (course_lib.decode) or hf (Hugging Face's "
-                                 "generate); auto: fast on a CPU, hf on a GPU. The learner always scores the "
-                                 "sampled ids itself",
+    engine: str = option("auto", "what samples the rollouts: fast (course_lib.decode), fast-bf16 (its bfloat16 "
+                                 "weights, for CPUs with AVX512-BF16) or hf (Hugging Face's generate); auto: fast on "
+                                 "a CPU, hf on a GPU. The learner always scores the sampled ids itself",
                          choices=("auto",) + ENGINES)
     is_cap: float = option(2.0, "truncated importance sampling when the engine is not the learner: each token's "
                                 "advantage times min(pi_learner / pi_sampler, is_cap); 0: off")

@@ -150,3 +150,21 @@ def test_an_rl_step_with_the_fast_engine_logs_a_negligible_sampler_kl(small_dir,
     assert abs(row["sampler_kl"]) < 1e-5 and row["sampler_max_abs_log_ratio"] < 1e-3
     assert row["is_weight_mean"] == pytest.approx(1.0, abs=1e-3)
     assert set(trainer.times[0]) == {"generate_s", "sandbox_s", "score_s", "learn_s"}
+
+
+def test_the_bfloat16_engine_samples_near_the_learner_and_the_core_measures_how_near(gqa_policy, prompts):
+    """fast-bf16 rounds weights and matmul inputs to bfloat16: its distribution moves a little from the
+    learner's (measured here on the same prefixes), which is what `rl.sampler_correction` exists for."""
+    model, tokenizer = gqa_policy
+    gens = evaluation.generate(model, tokenizer, prompts, n_samples=2, temperature=0.8, max_new_tokens=16,
+                               stop_sequences=(), engine="fast-bf16", seed=3)
+    snapshot = decode.Snapshot(model, "bfloat16")
+    kls = []
+    for g in gens:
+        prompt_ids = encode_prompt(tokenizer, prompts[g.prompt_index])
+        kls.append(kl_per_token(decode.forced_logits(snapshot, prompt_ids, g.ids), learner_logits(model, prompt_ids, g.ids),
+                                0.8))
+    kl = torch.cat(kls)
+    assert 0 < kl.mean() < 1e-3 and kl.max() < 1e-2
+    with pytest.raises(ValueError, match="unknown precision"):
+        decode.Snapshot(model, "float8")
