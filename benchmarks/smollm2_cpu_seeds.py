@@ -2,9 +2,9 @@
 measured on the 48 tasks never trained on (the course's 15 `test` tasks and HumanEval's 33 test problems).
 
 The recipe is `presets.smollm2-135m-cpu`'s GRPO (4 prompts x 4 samples, 128 tokens, chat style, KL 0.05,
-2 epochs, the course's train + val tasks as the rollout pool), with STEPS steps: the fast engine makes a
-step about as long as the recorded 6-step run's steps were short, so 8 steps fit about the same
-wall time. The start is evaluated once (greedy has no sampling noise; its samples use seed 0), each seed
+2 epochs, the course's train + val tasks as the rollout pool), with STEPS steps instead of the recorded
+run's 6: the fast engine shortens a step by about an eighth (benchmarks/generation_throughput.py), so
+8 steps take about the time 7 took with Hugging Face's generate on the same machine. The start is evaluated once (greedy has no sampling noise; its samples use seed 0), each seed
 trains a fresh LoRA and is evaluated the same way, and each change is paired with the start:
 
     greedy pass@1                    on the 48 tasks, HumanEval test alone, the course's test split
