@@ -69,11 +69,14 @@ def engine_section() -> str:
         "SmolLM2-135M-Instruct, sampling at temperature 0.8 up to 128 new tokens; useful tokens are those up to "
         "each row's `<eos>`. `hf` is Hugging Face's `generate`, `fast` the course's engine (`course_lib.decode`) "
         "in float32, `fast-bf16` the same with bfloat16 weights. Each CPU capability ran in its own process, on "
-        "the same machine, in one run.",
+        "the same machine, in one run. `ATEN_CPU_CAPABILITY=avx2` changes torch's own kernels only: the bfloat16 "
+        "matrix products go to oneDNN, which still uses the processor's AVX512-BF16 instructions, so no row "
+        "here shows bfloat16 on a processor without them (where it is much slower).",
         _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
                + [f"{e} / hf" for e in engines[1:]], rows),
         "One GRPO step of chapter 10's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
-        "and the step's logged KL(sampler || learner) per token:",
+        "and the step's logged KL(sampler || learner) per token (estimated on the sampled tokens, so it can come out "
+        "slightly negative):",
         _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
                 "sampler KL"], steps),
         "KL per token between each sampler's next-token distribution and the learner's, on the same prefixes "
