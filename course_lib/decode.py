@@ -227,6 +227,18 @@ class Written:
     logprobs: tuple = ()              # the sampler's log-probabilities of the ids (at the temperature)
 
 
+def left_padded(rows: Sequence[Sequence[int]], pad_id: int) -> tuple[torch.Tensor, torch.Tensor]:
+    """(input_ids, attention_mask) of rows of ids, left-padded to the longest: every row's next token
+    then sits at the same position, as batched generation needs."""
+    width = max(len(r) for r in rows)
+    input_ids = torch.full((len(rows), width), pad_id, dtype=torch.long)
+    attention_mask = torch.zeros((len(rows), width), dtype=torch.long)
+    for r, ids in enumerate(rows):
+        input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
+        attention_mask[r, width - len(ids):] = 1
+    return input_ids, attention_mask
+
+
 @torch.no_grad()
 def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_tokens: int, eos_id: int,
            decode=None, stop_sequences: Sequence[str] = (), generator: torch.Generator | None = None,
@@ -241,12 +253,7 @@ def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_
     snap = snapshot or Snapshot(model, precision)
     B = len(rows)
     unique = list(dict.fromkeys(tuple(r) for r in rows))  # a prompt sampled n times is read once
-    width = max(len(r) for r in unique)
-    input_ids = torch.zeros(len(unique), width, dtype=torch.long)
-    attention_mask = torch.zeros(len(unique), width, dtype=torch.long)
-    for r, ids in enumerate(unique):
-        input_ids[r, width - len(ids):] = torch.tensor(ids, dtype=torch.long)
-        attention_mask[r, width - len(ids):] = 1
+    input_ids, attention_mask = left_padded(unique, pad_id=0)  # padding is masked: any id will do
     batch = _Batch(snap, input_ids, attention_mask, max_new_tokens)
     logits = batch.prefill(input_ids)
     where = {r: i for i, r in enumerate(unique)}

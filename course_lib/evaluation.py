@@ -315,6 +315,8 @@ def _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pa
     """Rows of prompt ids -> (ids written, finish, ()) for each, by Hugging Face's `generate` (torch's global RNG)."""
     from transformers import GenerationConfig
 
+    from course_lib.decode import left_padded
+
     sample = temperature > 0
     config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_beams=1,
                               pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
@@ -322,12 +324,8 @@ def _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pa
     torch.manual_seed(seed)
 
     def write(chunk):
-        width = max(len(ids) for ids in chunk)
-        input_ids = torch.full((len(chunk), width), pad, dtype=torch.long)
-        attention_mask = torch.zeros((len(chunk), width), dtype=torch.long)
-        for r, ids in enumerate(chunk):
-            input_ids[r, width - len(ids):] = torch.tensor(ids)
-            attention_mask[r, width - len(ids):] = 1
+        input_ids, attention_mask = left_padded(chunk, pad)
+        width = input_ids.shape[1]
         generated = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
                                    generation_config=config,
                                    stopping_criteria=_stopping_criteria(tokenizer, width, stop_sequences))
