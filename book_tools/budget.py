@@ -3,7 +3,7 @@
     python -m book_tools.budget [PREFIX ...]    a table of both counts against the budget; exit 1 if a chapter is over
 
 Prose is the text of the markdown cells (words as whitespace-separated runs, maths included); code is the
-non-blank lines of the code cells, the hidden solutions included. The time budget is the batch's
+lines of the code cells, blank ones and the hidden solutions included. The time budget is the batch's
 (`book_tools.reproduce.NOTEBOOK_BUDGET_S`).
 """
 
@@ -20,11 +20,10 @@ WIDER = {"06_ppo_and_gae": 4500, "10_lora_rl": 4500}  # the two chapters with th
 
 
 def counts(path) -> tuple[int, int]:
-    """(words of prose, non-blank lines of code) of one chapter notebook."""
+    """(words of prose, lines of code) of one chapter notebook."""
     cells = json.loads(path.read_text())["cells"]
     words = sum(len("".join(c["source"]).split()) for c in cells if c["cell_type"] == "markdown")
-    lines = sum(1 for c in cells if c["cell_type"] == "code" for line in "".join(c["source"]).splitlines()
-                if line.strip())
+    lines = sum(len("".join(c["source"]).splitlines()) for c in cells if c["cell_type"] == "code")
     return words, lines
 
 
