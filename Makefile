@@ -9,11 +9,11 @@ setup:
 	bash scripts/setup.sh
 
 book: setup
-	.venv/bin/python -m course_lib reproduce
+	.venv/bin/python -m book_tools reproduce
 	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/jupyter-book build -W -n --keep-going .
 
 test: setup
 	bash scripts/test.sh
 
 check-links: setup
-	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m course_lib check-links
+	PATH="$(CURDIR)/.venv/bin:$$PATH" .venv/bin/python -m book_tools check-links

@@ -38,7 +38,7 @@ def locked(path: Path):
 def provenance(pretrained) -> dict:
     """What a record was made from and on: the start checkpoint's SHA-256 (a file, or a list of files;
     chapters check it against what they load) and the processor (CPU numbers depend on it)."""
-    from course_lib.checkpoints import file_sha256
+    from course_lib.runs import file_sha256
     from book_tools.reproduce import cpu_model
 
     return {"pretrained_sha256": file_sha256(pretrained), "machine": f"{cpu_model() or 'unknown CPU'}, "

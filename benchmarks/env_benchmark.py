@@ -19,8 +19,8 @@ import time
 
 import numpy as np
 
-from course_lib.batched_env import BatchedCodeGen, random_policy, rollout_batch
-from course_lib.env import CodeGenEnv
+from course_lib.gru.batched_env import BatchedCodeGen, random_policy, rollout_batch
+from course_lib.gru.env import CodeGenEnv
 from course_lib.sandbox import run_tests
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer

@@ -1,5 +1,5 @@
 """How fast SmolLM2-135M-Instruct writes, through Hugging Face's `generate` and the course's fast engine
-(`course_lib.decode`, in float32 and with bfloat16 weights), side by side in one run, and what that does to a
+(`course_lib.lm.decode`, in float32 and with bfloat16 weights), side by side in one run, and what that does to a
 GRPO step of chapter 10.
 
 Settings (fp32, torch's default threads, chat prompts of the first `train` tasks, T = 0.8, up to 128 tokens):
@@ -53,7 +53,7 @@ def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
     """KL(int8 sampler || learner) per token on prefixes the fp32 engine sampled, and the fp32 engine's own."""
     import torch
 
-    from course_lib.llm import encode_prompt
+    from course_lib.lm.llm import encode_prompt
 
     gens = evaluation.generate(model, tokenizer, prompts, temperature=TEMPERATURE, max_new_tokens=48,
                                stop_sequences=(), engine="fast")
@@ -77,7 +77,7 @@ def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
 
 def grpo_step(engine):
     """One GRPO step of chapter 10's settings from the start, with this engine sampling: seconds by part."""
-    from course_lib import llm_rl, lm_policy
+    from course_lib.lm import llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=0, rank=8, alpha=16.0)
@@ -95,7 +95,7 @@ def measure() -> dict:
     import torch
     import transformers
 
-    from course_lib import decode, evaluation, model_zoo
+    from course_lib.lm import decode, evaluation, model_zoo
     from course_lib.tasks import load_tasks
 
     transformers.utils.logging.disable_progress_bar()

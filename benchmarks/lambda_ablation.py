@@ -11,7 +11,7 @@ update, 512 epsilon-greedy episodes on the val tasks not found yet, behaviour cl
     no_critic  no value function at all (critic off: V = 0, no value loss): every token's advantage is the
                episode's return, normalised over the batch (REINFORCE with a batch baseline, clipped)
 
-Each run is `course_lib.ppo_run.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
+Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
 summary goes to OUT/summary.json and notebooks/data/lambda_ablation.json. Two runs at a time, one torch
 thread each: run seconds include that sharing of the 2 cores.
 """

@@ -9,7 +9,7 @@ chapter's "what went wrong". Two processes share the work, one torch thread each
 
     python benchmarks/llm_rl_benchmark.py            writes notebooks/data/llm_rl_benchmark.json
 
-The batch (`python -m course_lib reproduce`) runs it before chapter 10 when the file is missing.
+The batch (`python -m book_tools reproduce`) runs it before chapter 10 when the file is missing.
 """
 
 from __future__ import annotations
@@ -61,7 +61,7 @@ def run(job: tuple[str, int]) -> dict:
     import torch
     import transformers
 
-    from course_lib import evaluation, llm, llm_rl, lm_policy
+    from course_lib.lm import evaluation, llm, llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     torch.set_num_threads(1)
@@ -93,7 +93,7 @@ def main() -> None:
             print(f"{r['method']:>10} seed {r['seed']}: train {r['train_pass_rate']:.3f} val {r['val_pass_rate']:.3f} "
                   f"test {r['test_pass_rate']:.3f} len {r['avg_gen_len']:.1f} ({r['seconds']:.0f} s)", flush=True)
             runs.append(r)
-    from course_lib import llm
+    from course_lib.lm import llm
 
     start_files = llm.tiny_start_files()  # every run starts from these: the chapter checks they are its own
     report = {"script": "benchmarks/llm_rl_benchmark.py", "seeds": list(SEEDS), "common": COMMON, "methods": METHODS,

@@ -33,7 +33,7 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def ppo_seconds(run_dir: Path) -> float:
     """Seconds the PPO updates took (first update's start to the last update's end)."""
-    from course_lib.ppo_run import read_metrics
+    from course_lib.gru.ppo_run import read_metrics
     metrics = read_metrics(run_dir)
     first = metrics[0]
     start = first["wall_s"] - first["rollout_s"] - first.get("explore_s", 0.0) - first["learn_s"]
@@ -43,11 +43,11 @@ def ppo_seconds(run_dir: Path) -> float:
 def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     import torch
 
-    from course_lib.baselines import best_of_n, expert_iteration
-    from course_lib.checkpoints import load_checkpoint
+    from course_lib.gru.baselines import best_of_n, expert_iteration
+    from course_lib.gru.checkpoints import load_checkpoint
     from course_lib.tasks import load_tasks
-    from course_lib.pretrain import evaluate_policy
-    from course_lib.trainer import PPOConfig
+    from course_lib.gru.pretrain import evaluate_policy
+    from course_lib.gru.trainer import PPOConfig
 
     run_dir = out / f"seed{seed}"
     timing_file = run_dir / "ppo_timing.json"
@@ -133,7 +133,7 @@ def main() -> int:
         print(f"{key:42s} {s['mean']:7.3f} {s['std']:7.3f}   {s['values']}")
     write_json(args.out / "summary.json", {"summary": summary, "runs": results})
 
-    from course_lib.ppo_run import read_metrics
+    from course_lib.gru.ppo_run import read_metrics
     keep = ("update", "wall_s", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled",
             "train_pass_rate_greedy", "val_pass_rate_greedy", "approx_kl", "clip_frac", "explained_variance",
             "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",

@@ -2,7 +2,7 @@
 
     python benchmarks/reward_ablation.py [--seeds 0 1 2] [--updates 8] [--out runs/reward_ablation]
 
-Every variant is the same PPO run (`course_lib.trainer`, chapter 6's settings except the ones
+Every variant is the same PPO run (`course_lib.gru.trainer`, chapter 6's settings except the ones
 below) with a different `reward` spec (`course_lib.rewards`). All runs start from chapter 4's
 checkpoint (notebooks/checkpoints/gru_pretrained.pt), so no pretraining is repeated, and use one
 torch thread. After the updates the policy is evaluated greedily on every split (test included:
@@ -49,8 +49,8 @@ def slug(name: str) -> str:
 
 
 def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrained: Path) -> dict:
-    from course_lib.pretrain import evaluate_policy
-    from course_lib.trainer import EVAL_FILE, PPOConfig, PPOTrainer
+    from course_lib.gru.pretrain import evaluate_policy
+    from course_lib.gru.trainer import EVAL_FILE, PPOConfig, PPOTrainer
 
     run_dir = out / slug(variant) / f"seed{seed}"
     if (run_dir / EVAL_FILE).exists():
@@ -86,11 +86,11 @@ def main() -> int:
         return 2
     import torch
 
-    from course_lib.checkpoints import load_checkpoint
-    from course_lib.env import action_alphabet
+    from course_lib.gru.checkpoints import load_checkpoint
+    from course_lib.gru.env import action_alphabet
     from course_lib.tasks import load_tasks
-    from course_lib.pretrain import evaluate_policy
-    from course_lib.ppo_run import read_metrics
+    from course_lib.gru.pretrain import evaluate_policy
+    from course_lib.gru.ppo_run import read_metrics
 
     torch.set_num_threads(1)
     started = time.perf_counter()

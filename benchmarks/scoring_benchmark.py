@@ -4,7 +4,7 @@
     full logits, cache   the model's defaults: a KV cache built, the vocabulary's logits at every position
     full logits          use_cache=False
     course               use_cache=False and logits only at the T + 1 positions read (`logits_to_keep`),
-                         what `course_lib.lm_policy.LMActor` does
+                         what `course_lib.lm.lm_policy.LMActor` does
     course, micro 4      the same in micro-batches of 4 rows, each backward before the next forward: what
                          `rl.accumulate` does with `RLConfig(micro_batch_size=4)` (the same gradient)
 
@@ -47,7 +47,7 @@ TEMPERATURE = 0.8
 def sample_rollout() -> None:
     import torch
 
-    from course_lib import llm_rl, lm_policy
+    from course_lib.lm import llm_rl, lm_policy
     from course_lib.tasks import load_humaneval
 
     torch.set_num_threads(THREADS)
@@ -62,7 +62,7 @@ def sample_rollout() -> None:
 def measure(way: str) -> dict:
     import torch
 
-    from course_lib import llama, lm_policy
+    from course_lib.lm import llama, lm_policy
 
     torch.set_num_threads(THREADS)
     model, tokenizer = lm_policy.load_policy("smollm2-135m-instruct", "cpu", seed=0)

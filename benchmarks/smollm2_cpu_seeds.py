@@ -45,7 +45,7 @@ SETS = ("never trained (48)", "HumanEval test (33)", "course test (15)")
 
 def measure(model, tokenizer, course_test, he_test) -> dict:
     """Per set: greedy pass@1 and pass@1 from samples, and the per-task rows behind them."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
 
     tasks = course_test + he_test
     greedy = evaluate(model, tokenizer, tasks, seed=0, **GREEDY)["per_task"]
@@ -95,8 +95,8 @@ def main() -> None:
     import transformers
 
     from book_tools.reproduce import cpu_model
-    from course_lib import lm_policy, model_zoo
-    from course_lib.llm_rl import LMTrainer, RLConfig, rollout_tasks
+    from course_lib.lm import lm_policy, model_zoo
+    from course_lib.lm.llm_rl import LMTrainer, RLConfig, rollout_tasks
     from course_lib.tasks import load_humaneval, load_tasks
 
     transformers.utils.logging.disable_progress_bar()

@@ -60,7 +60,7 @@ def measure(model, tokenizer, tasks, humaneval_test, seed: int, greedy_opts=GREE
             humaneval_all=None) -> dict:
     """Greedy pass@1 on every course split and HumanEval test; pass@1 from N_SAMPLES samples on the
     never-trained sets (and on all 164 HumanEval problems when humaneval_all is given)."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
 
     greedy = evaluate(model, tokenizer, tasks, seed=seed, **greedy_opts)
     course_test = [t for t in tasks if t.split == "test"]
@@ -105,8 +105,8 @@ def main() -> None:
     import torch
     import transformers
 
-    from course_lib import lm_policy
-    from course_lib.llm_rl import LMTrainer, RLConfig, rollout_tasks
+    from course_lib.lm import lm_policy
+    from course_lib.lm.llm_rl import LMTrainer, RLConfig, rollout_tasks
     from course_lib.sandbox import isolation_level, run_tests
     from course_lib.tasks import load_humaneval, load_tasks
 

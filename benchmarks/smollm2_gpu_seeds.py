@@ -56,7 +56,7 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
     """Convert the model once (the processes would race to write its cache), then one process a seed."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT))
-    from course_lib import model_zoo
+    from course_lib.lm import model_zoo
 
     model_zoo.smollm2_folder()
     work.mkdir(parents=True, exist_ok=True)

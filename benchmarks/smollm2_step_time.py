@@ -82,7 +82,8 @@ def main() -> None:
     import transformers
 
     from book_tools.reproduce import cpu_model
-    from course_lib import llm_rl, lm_policy, rl
+    from course_lib.lm import llm_rl, lm_policy
+    from course_lib.core import rl
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
 

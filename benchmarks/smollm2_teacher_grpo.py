@@ -10,7 +10,7 @@ included, is also measured greedily on HumanEval's 33 test problems (never train
 
     python benchmarks/smollm2_teacher_grpo.py    writes notebooks/data/smollm2_teacher_grpo.json (about 30 min on 2 cores)
 
-The batch (`python -m course_lib reproduce`) runs it before chapter 11 when the file is missing.
+The batch (`python -m book_tools reproduce`) runs it before chapter 11 when the file is missing.
 """
 
 from __future__ import annotations

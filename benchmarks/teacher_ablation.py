@@ -12,7 +12,7 @@ notebooks/checkpoints/gru_pretrained.pt):
     bc         behaviour cloning only on the train solutions, bc_coef 2 faded along a cosine to 0.5
     both       teacher episodes and behaviour cloning
 
-Each run is `course_lib.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
+Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
 a run whose eval.json exists is reused (delete its folder to redo it). Writes OUT/summary.json and a
 compact copy for the notebook (--notebook-data): mean and spread (sample standard deviation) over the
 seeds of every greedy pass rate (train, val and test; near and far), plus each run's metrics per update.
@@ -58,8 +58,8 @@ def base_config(args) -> dict:
 
 def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
     """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
-    from course_lib.trainer import PPOConfig
-    from course_lib.ppo_run import run
+    from course_lib.gru.trainer import PPOConfig
+    from course_lib.gru.ppo_run import run
 
     run_dir = args.out / variant / f"seed{seed}"
     if (run_dir / "eval.json").exists():
@@ -98,7 +98,7 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
     parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / f"{name}.json")
     args = parser.parse_args()
-    from course_lib.ppo_run import read_metrics
+    from course_lib.gru.ppo_run import read_metrics
 
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores

@@ -1,7 +1,7 @@
 """Teacher-guided GRPO against plain GRPO on the tiny coder, three seeds (chapter 11 reads the result).
 
 Each run starts from Chapter 9's SFT adapter (merged) under a fresh LoRA, trains with
-`course_lib.llm_rl.train_rl` on the train + val tasks' tests, and is evaluated on every split
+`course_lib.lm.llm_rl.train_rl` on the train + val tasks' tests, and is evaluated on every split
 with N_SAMPLES samples per task. The SFT start is evaluated too. The settings are chapter 11's
 defaults; the notebook checks that they match its parameters cell. Jobs run two at a time
 (one torch thread each), so the whole benchmark takes a few minutes on two cores.
@@ -37,7 +37,7 @@ def job(method: str, seed: int) -> dict:
     import torch
     import transformers
 
-    from course_lib import evaluation, llm_rl, lm_policy
+    from course_lib.lm import evaluation, llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     torch.set_num_threads(1)

@@ -3,7 +3,7 @@
     python benchmarks/variants_pretraining.py [--epochs 60] [--seed 0] [--out notebooks/data/variants_pretraining.json]
 
 Pretrains chapter 4's GRU (embed 64, hidden 256) on the 46 train pairs (3 copies each) plus the
-task variants of `course_lib.variants` (the same idioms with other numbers, conditions and words,
+task variants of `course_lib.gru.variants` (the same idioms with other numbers, conditions and words,
 every one named f, solve, ... so that only the docstring says what to write; each docstring is
 written under two such names). A tenth of the docstrings, with all their variants, is left out of
 pretraining: the unseen variants. Then, greedily (no action mask):
@@ -36,11 +36,12 @@ ROOT = Path(__file__).resolve().parents[1]
 def main(argv=None) -> int:
     import torch
 
-    from course_lib.models import GRUConfig, GRUPolicy, generate
-    from course_lib.pretrain import Example, evaluate_pass_rate, find_leaks, pretrain, task_examples
+    from course_lib.gru.models import GRUConfig, GRUPolicy, generate
+    from course_lib.corpus import Example, find_leaks, task_examples
+    from course_lib.gru.pretrain import evaluate_pass_rate, pretrain
     from course_lib.tasks import load_tasks
     from course_lib.tokenizers import course_tokenizer
-    from course_lib.variants import all_variants, held_out_matches, safe_variants
+    from course_lib.gru.variants import all_variants, held_out_matches, safe_variants
 
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=60)
@@ -111,7 +112,7 @@ def main(argv=None) -> int:
     }
     write_json(args.out, summary)
     if args.save:
-        from course_lib.checkpoints import save_checkpoint
+        from course_lib.gru.checkpoints import save_checkpoint
         save_checkpoint(args.save, model, tokenizer, extra={"regime": "variants", "benchmark": settings})
     print(f"{len(examples)} examples ({len(seen)} variants), {len(losses)} updates in {seconds:.0f} s, "
           f"loss {summary['final_loss']}; exact seen {summary['exact']['seen']:.2f}, "

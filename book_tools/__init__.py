@@ -8,7 +8,7 @@
     arithmetic     which processor vendor's arithmetic the outputs follow, and the cells that depend on it
     nbcheck        the test command's notebook checks: each chapter under nbval, from the committed checkpoints
 
-The commands stay `python -m course_lib reproduce | check-book | check-links | sync-glossary |
+The commands stay `python -m book_tools reproduce | check-book | check-links | sync-glossary |
 sync-setup-cells`; `course_lib.__main__` hands them to these modules. This package itself holds
 what several of them share: where the course is, and how a notebook is written back.
 """

@@ -63,12 +63,12 @@ def read_stamp(path: Path = STAMP_PATH) -> str | None:
     data = json.loads(path.read_text())
     if not isinstance(data, dict) or not isinstance(data.get("cpu_vendor"), str):
         raise ValueError(f"{path} should hold {{\"cpu_vendor\": \"...\"}}, written by the batch "
-                         f"(python -m course_lib reproduce); it holds {data!r}. Delete it and re-run the batch.")
+                         f"(python -m book_tools reproduce); it holds {data!r}. Delete it and re-run the batch.")
     return data["cpu_vendor"]
 
 
 def write_stamp(vendor: str, path: Path = STAMP_PATH,
-                written_by: str = "python -m course_lib reproduce, every chapter") -> None:
+                written_by: str = "python -m book_tools reproduce, every chapter") -> None:
     path.write_text(json.dumps({
         "cpu_vendor": vendor,
         "written_by": written_by,

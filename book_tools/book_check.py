@@ -1,7 +1,7 @@
 """The rendered book as a reader meets it: built, served, and opened in a real browser.
 
-    python -m course_lib check-book              build the book, open every page in headless Chromium
-    python -m course_lib check-links             check the external links (needs the internet; optional)
+    python -m book_tools check-book              build the book, open every page in headless Chromium
+    python -m book_tools check-links             check the external links (needs the internet; optional)
 
 `check_book` builds the HTML with the same `jupyter-book build -W -n` as ``make book``
 (every internal link and cross-reference must resolve, every citation must be in the

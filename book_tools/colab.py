@@ -13,8 +13,8 @@ quiet unless something fails, and it marks the install done only after
 (a network error, an interrupted cell), it starts over instead of skipping.
 
 The repository URL is one setting, ``repository.url`` in ``_config.yml``; the
-launch buttons read it too. ``python -m course_lib sync-setup-cells --url URL`` sets
-it and rewrites the cell in every notebook; ``python -m course_lib check-publish``
+launch buttons read it too. ``python -m book_tools sync-setup-cells --url URL`` sets
+it and rewrites the cell in every notebook; ``python -m book_tools check-publish``
 (run by the publishing workflow) refuses a book whose setting is the placeholder,
 names another repository than the one it is built in, or disagrees with a
 notebook's setup cell.
@@ -163,10 +163,10 @@ def fix_command(expected: str | None, config_path: Path = CONFIG_PATH) -> str:
     url = expected or repository_url(config_path)
     if PLACEHOLDER_ACCOUNT in url:
         url = "https://github.com/OWNER/NAME"
-    return f".venv/bin/python -m course_lib sync-setup-cells --url {url}"
+    return f".venv/bin/python -m book_tools sync-setup-cells --url {url}"
 
 
-# --- the commands: python -m course_lib sync-setup-cells | check-publish -------------------------
+# --- the commands: python -m book_tools sync-setup-cells | check-publish -------------------------
 
 def add_sync_arguments(parser) -> None:
     parser.add_argument("--url", help="first set _config.yml's repository.url to this address "

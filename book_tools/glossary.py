@@ -1,6 +1,6 @@
 """The EN/中文 glossary and the chapters that use it, kept in step.
 
-    python -m course_lib sync-glossary      rewrite each entry's "Chapters:" line
+    python -m book_tools sync-glossary      rewrite each entry's "Chapters:" line
 
 A chapter links a term's first use to the glossary: ``[advantage](../book/glossary.md)``,
 or, when its words differ from the term, names the term as the link's title:

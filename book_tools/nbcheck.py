@@ -99,7 +99,7 @@ def check(prefixes: list[str] | None = None) -> int:
                 changed = changed_files(snapshot, CHECKPOINTS)
                 if changed and made_on in (None, here):
                     print(f"nbcheck: {nb.stem} wrote checkpoints that differ from the committed ones: {changed}. "
-                          f"Re-execute it with the batch (python -m course_lib reproduce --only {nb.stem[:2]}) "
+                          f"Re-execute it with the batch (python -m book_tools reproduce --only {nb.stem[:2]}) "
                           f"and commit the checkpoints with its outputs.", flush=True)
                     failed.append(f"{nb.stem} (checkpoints)")
                 elif changed:

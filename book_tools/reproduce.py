@@ -1,6 +1,6 @@
 """The papermill batch: execute every chapter notebook in place and record its time.
 
-``python -m course_lib reproduce`` is how every output and figure in the book is
+``python -m book_tools reproduce`` is how every output and figure in the book is
 produced. Jupyter Book itself never executes a notebook (``execute_notebooks:
 off``); it renders what this batch wrote. For each notebook the batch
 
@@ -143,7 +143,7 @@ def execute(notebook: Path, parameters: dict | None = None, output: Path | None 
 def stamp_time(notebook: Path, seconds: float) -> None:
     """Rewrite the notebook's "Time on a 2-core CPU" line with the measured time."""
     nb = json.loads(notebook.read_text())
-    text = f"**Time on a 2-core CPU:** {format_duration(seconds)}, measured by the batch (`python -m course_lib reproduce`)."
+    text = f"**Time on a 2-core CPU:** {format_duration(seconds)}, measured by the batch (`python -m book_tools reproduce`)."
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"])
@@ -164,7 +164,7 @@ def write_timings(timings: dict) -> None:
     total = sum(t["seconds"] for t in timings.values())
     TIMES_PAGE.write_text(
         "# Execution times\n\n"
-        "Every chapter was executed top to bottom by the batch (`python -m course_lib reproduce`) "
+        "Every chapter was executed top to bottom by the batch (`python -m book_tools reproduce`) "
         f"on {os.cpu_count()} CPU cores{cpu_names(timings)}; these are its wall-clock measurements, "
         "written by the batch itself.\n\n"
         "| chapter | time |\n|---|---|\n" + "\n".join(rows) +
@@ -231,7 +231,7 @@ def check_arithmetic(notebooks: list[Path]) -> None:
             f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. These chapters have cells "
             f"tagged '{arithmetic.TAG}', whose outputs change with the vendor's floating-point kernels: "
             f"{', '.join(sensitive)}. Re-executing them alone would mix two arithmetics in the book. "
-            f"Re-execute every chapter (python -m course_lib reproduce, about 11 minutes; chapter 4's GRU and "
+            f"Re-execute every chapter (python -m book_tools reproduce, about 11 minutes; chapter 4's GRU and "
             f"chapter 9's tiny coder then change, so the benchmark records made from them must be re-made too: "
             f"tests/test_records.py names them and their commands), or run on a processor whose vendor is {made_on}.")
 

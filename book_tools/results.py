@@ -67,7 +67,7 @@ def engine_section() -> str:
     return "\n\n".join([
         "## The rollout engine: useful tokens per second",
         "SmolLM2-135M-Instruct, sampling at temperature 0.8 up to 128 new tokens; useful tokens are those up to "
-        "each row's `<eos>`. `hf` is Hugging Face's `generate`, `fast` the course's engine (`course_lib.decode`) "
+        "each row's `<eos>`. `hf` is Hugging Face's `generate`, `fast` the course's engine (`course_lib.lm.decode`) "
         "in float32, `fast-bf16` the same with bfloat16 weights. Each CPU capability ran in its own process, on "
         "the same machine, in one run. `ATEN_CPU_CAPABILITY=avx2` changes torch's own kernels only: the bfloat16 "
         "matrix products go to oneDNN, which still uses the processor's AVX512-BF16 instructions, so no row "

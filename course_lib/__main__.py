@@ -1,15 +1,11 @@
 """Command line: ``python -m course_lib COMMAND [options]``.
 
 Commands:
-    reproduce          execute every chapter notebook through papermill (the batch)
-    sync-setup-cells   rewrite every notebook's setup cell from _config.yml (--url URL sets the address first)
-    check-publish      refuse to publish a book whose repository.url is a placeholder or another repository's
     ppo                pretrain a GRU policy (or load one), train it with PPO, evaluate it (chapter 6)
     eval               greedy pass rates of a checkpoint on the course's splits or a folder of tasks
-    check-book         build the book and open every page in headless Chromium (the browser test)
-    check-links        check the book's external links (needs the internet; not part of the tests)
-    sync-glossary      link each glossary entry back to the chapters that use the term
     llm                LoRA SFT or RL (REINFORCE, PPO, GRPO) of a transformer coder, then evaluation (chapters 9-11)
+
+The book's own commands (reproduce, check-book, sync-setup-cells, ...) are ``python -m book_tools``'s.
 """
 
 from __future__ import annotations
@@ -23,27 +19,6 @@ def main(argv: list[str] | None = None) -> int:
                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     commands = parser.add_subparsers(dest="command", metavar="COMMAND")
 
-    from book_tools import reproduce
-    reproduce.add_arguments(commands.add_parser(
-        "reproduce", help="execute the chapter notebooks through papermill and record their times"))
-
-    from book_tools import book_check
-    book_check.add_arguments(commands.add_parser(
-        "check-book", help="build the book and open every page in headless Chromium; screenshots in --out"))
-    book_check.add_link_arguments(commands.add_parser(
-        "check-links", help="check every external link of the book (needs the internet)"))
-
-    from book_tools import glossary
-    commands.add_parser("sync-glossary", help="rewrite the glossary's back links to the chapters"
-                        ).set_defaults(func=glossary.main)
-
-    from book_tools import colab
-    colab.add_sync_arguments(commands.add_parser(
-        "sync-setup-cells", help="rewrite the setup cell of every notebook from _config.yml's repository.url"))
-    colab.add_check_arguments(commands.add_parser(
-        "check-publish", help="check that repository.url is the repository the book is published from "
-                              "and that every setup cell clones it (the publishing workflow runs it)"))
-
     ppo = commands.add_parser(
         "ppo", help="train a policy with PPO into --out (metrics.jsonl, policy.pt, eval.json)",
         description="Pretrain (unless --pretrained), run PPO, write DIR/metrics.jsonl, DIR/policy.pt and "
@@ -52,7 +27,7 @@ def main(argv: list[str] | None = None) -> int:
         "eval", help="evaluate a checkpoint greedily on the course's tasks or a folder of task files")
     words = sys.argv[1:] if argv is None else argv
     if words and words[0] in ("ppo", "eval"):  # their options need torch: import it only for them
-        from course_lib import ppo_cli
+        from course_lib.cli import ppo_cli
         ppo_cli.add_arguments(ppo)
         ppo_cli.add_eval_arguments(evaluate)
     llm = commands.add_parser(
@@ -65,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
                     "10's CPU recipe, into runs/smollm2-135m-cpu/METHOD; --preset deepseek-coder-1.3b does the same "
                     "for DeepSeek-Coder-1.3B on a GPU.")
     if words and words[0] == "llm":  # needs torch and transformers: imported only for it
-        from course_lib import llm_cli
+        from course_lib.cli import llm_cli
         llm_cli.add_arguments(llm)
 
     args = parser.parse_args(argv)

@@ -10,8 +10,8 @@
 `MyConfig(...)` validates itself; `to_dict` / `from_dict` / `save` / `load` read and write JSON
 (an unknown or mistyped setting is a ConfigError that names it); `add_options(parser, MyConfig)`
 makes every field a command-line option with its help and default, and `from_options` reads them
-back. `course_lib.ppo_config.PPOConfig` (the GRU's PPO, chapters 6-8) and `course_lib.llm_rl.RLConfig`
-(the language model's RL, chapters 10-11) are both declared this way, on one base: `course_lib.rl.RLSettings`,
+back. `course_lib.gru.ppo_config.PPOConfig` (the GRU's PPO, chapters 6-8) and `course_lib.lm.llm_rl.RLConfig`
+(the language model's RL, chapters 10-11) are both declared this way, on one base: `course_lib.core.rl.RLSettings`,
 the knobs of the RL core they share, each declared once (`override` gives a subclass its own default).
 """
 

@@ -30,13 +30,38 @@ import ast
 import math
 import warnings
 from dataclasses import dataclass
+import inspect
 from typing import Callable
 
-from course_lib.env import fraction_passed, takes_n_tokens
 from course_lib.sandbox import Status, TestReport
+from course_lib.tasks import Task
 
 TermFn = Callable[[object, str, TestReport], float]
 TERMS: dict[str, TermFn] = {}
+RewardFn = Callable[[Task, str, TestReport], float]
+
+
+def fraction_passed(task: Task, completion: str, report: TestReport) -> float:
+    """The default reward: the fraction of the task's tests that pass (0.0 to 1.0).
+
+    Chapter 7 (`course_lib.rewards`) adds shaped variants with the same signature.
+    """
+    return float(report.fraction)
+
+
+def takes_n_tokens(fn) -> bool:
+    """Whether a reward function (or a reward term) has a parameter `n_tokens`: such a one is also given
+    the completion's length in tokens, <eos> not counted (chapter 7's `ShapedReward` and its 'tokens' term)."""
+    return "n_tokens" in inspect.signature(fn).parameters
+
+
+def reward_of(reward_fn: RewardFn, task: Task, completion: str, report: TestReport, n_tokens: int | None) -> float:
+    """reward_fn's value for one program, given n_tokens if it takes them (`takes_n_tokens`)."""
+    if takes_n_tokens(reward_fn):
+        return float(reward_fn(task, completion, report, n_tokens=n_tokens))
+    return float(reward_fn(task, completion, report))
+
+
 ISSUE_COST = 0.5  # what each problem found in the syntax tree costs the quality term
 NO_PARSE, EMPTY_BODY = "does not parse", "empty body (only a docstring, pass or ...)"
 

@@ -58,7 +58,8 @@ def main(argv=None) -> int:
     import torch
     import transformers
 
-    from course_lib import llm, llm_cli, llm_rl, lm_policy
+    from course_lib.lm import llm, llm_rl, lm_policy
+    from course_lib.cli import llm_cli
     from course_lib.tasks import load_tasks
 
     args = parse_args(argv)

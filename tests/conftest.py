@@ -22,7 +22,7 @@ def tasks():
 @pytest.fixture(scope="module")
 def small_dir(tmp_path_factory, tasks):
     """A folder holding a small tiny-coder-shaped model and its tokenizer, as save_model writes it."""
-    from course_lib import llm
+    from course_lib.lm import llm
     texts = [t.prompt + t.solution for t in tasks if t.split == "train"]
     tokenizer = llm.train_tiny_tokenizer(texts, vocab_size=300)
     model = llm.build_tiny_coder(len(tokenizer), seed=0, **SMALL_CODER)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.evaluation import run_completions
+from course_lib.lm.evaluation import run_completions
 from course_lib.tasks import TaskFormatError, apps_record_to_mbpp, load_apps_jsonl
 
 FIXTURE = Path(__file__).parent / "fixtures" / "apps_sample.jsonl"

@@ -11,7 +11,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "course_lib"
 
 
 def module_name(path: Path, package: Path = PACKAGE) -> str:
-    """course_lib/rl.py -> "rl"; course_lib/sandbox/__init__.py -> "sandbox"; course_lib/sandbox/host.py -> "sandbox.host"."""
+    """course_lib/core/rl.py -> "core.rl"; course_lib/sandbox/__init__.py -> "sandbox"; course_lib/sandbox/host.py -> "sandbox.host"."""
     parts = path.relative_to(package).with_suffix("").parts
     return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
@@ -62,8 +62,9 @@ def test_the_cycle_finder_finds_a_cycle():
 
 def test_course_lib_has_no_import_cycle():
     graph = import_graph()
-    assert {"trainer", "teacher", "rollout", "llm", "llm_rl", "evaluation", "sandbox", "sandbox.host"} <= set(graph)
-    assert "teacher" in graph["trainer"] and "rollout" in graph["teacher"]  # the scan sees real edges
+    assert {"gru.trainer", "gru.teacher", "core.rollout", "lm.llm", "lm.llm_rl", "lm.evaluation", "sandbox",
+            "sandbox.host"} <= set(graph)
+    assert "gru.teacher" in graph["gru.trainer"] and "core.rollout" in graph["gru.teacher"]  # the scan sees real edges
     assert {"sandbox.host", "sandbox.report"} <= graph["sandbox"] and "sandbox.confine" in graph["sandbox.host"]
     assert cycles(graph) == [], "import cycles: " + "; ".join(" -> ".join(c) for c in cycles(graph))
 
@@ -93,3 +94,43 @@ def test_the_readme_layout_lists_every_module_in_layers_the_imports_respect():
     upward = [f"{m} -> {d}" for m, deps in import_graph().items() for d in deps
               if line_of[d.split(".")[0]] > line_of[m.split(".")[0]]]
     assert upward == [], "a module imports one listed below it in the README: " + ", ".join(upward)
+
+
+def _imports_into(graph: dict[str, set[str]], source: str, targets: tuple[str, ...]) -> list[str]:
+    """Every edge from a module of package `source` into a module of one of `targets`."""
+    return sorted(f"{m} -> {d}" for m, deps in graph.items() if m.split(".")[0] == source
+                  for d in deps if d.split(".")[0] in targets)
+
+
+def test_the_rl_core_imports_neither_policy_and_the_policies_not_each_other():
+    graph = import_graph()
+    assert {"core.rl", "core.rollout", "gru.actor", "lm.lm_policy"} <= set(graph)
+    assert "core.rl" in graph["gru.trainer"] and "core.rl" in graph["lm.llm_rl"]  # both policies use the core
+    assert _imports_into(graph, "core", ("gru", "lm", "cli")) == []
+    assert _imports_into(graph, "gru", ("lm", "cli")) == []
+    assert _imports_into(graph, "lm", ("gru", "cli")) == []
+
+
+def test_the_finder_of_forbidden_edges_finds_one():
+    assert _imports_into({"core.rl": {"gru.models"}, "gru.models": set()}, "core", ("gru",)) == ["core.rl -> gru.models"]
+
+
+def test_the_library_imports_no_book_tooling():
+    offenders = [str(p.relative_to(PACKAGE.parent)) for p in sorted(PACKAGE.rglob("*.py"))
+                 for node in ast.walk(ast.parse(p.read_text()))
+                 if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "book_tools")
+                 or (isinstance(node, ast.Import) and any(a.name.split(".")[0] == "book_tools" for a in node.names))]
+    assert offenders == []
+
+
+def test_importing_the_core_loads_no_environment_sandbox_or_policy():
+    import subprocess
+    import sys
+    code = ("import sys\n"
+            "import course_lib.core.rl, course_lib.core.samplers, course_lib.core.schedules\n"
+            "bad = [m for m in sys.modules if m == 'gymnasium' or m.startswith(('course_lib.sandbox', "
+            "'course_lib.gru', 'course_lib.lm', 'transformers'))]\n"
+            "print(bad)\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         cwd=PACKAGE.parent).stdout.strip()
+    assert out == "[]", f"importing the RL core loaded {out}"

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.checkpoints import (CheckpointFormatError, CheckpointMismatchError, check_record_made_from,
-                                    file_sha256, load_checkpoint, save_checkpoint)
-from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.gru.checkpoints import CheckpointFormatError, load_checkpoint, save_checkpoint
+from course_lib.runs import CheckpointMismatchError, check_record_made_from, file_sha256
+from course_lib.gru.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer
 
 
@@ -79,7 +79,7 @@ def test_not_a_checkpoint_and_other_versions_are_format_errors(saved, tmp_path):
     junk = tmp_path / "junk.pt"
     junk.write_text("hello")
     with pytest.raises(CheckpointFormatError, match="is not a course checkpoint .a text file, beginning 'hello'.: "
-                                                    "expected a file written by course_lib.checkpoints.save_checkpoint"):
+                                                    "expected a file written by course_lib.gru.checkpoints.save_checkpoint"):
         load_checkpoint(junk)
     ckpt = torch.load(path, weights_only=True)
     ckpt["format_version"] = 99

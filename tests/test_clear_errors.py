@@ -14,9 +14,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import model_zoo  # noqa: E402
+from course_lib.lm import model_zoo  # noqa: E402
 from course_lib.__main__ import main  # noqa: E402
-from course_lib.checkpoints import CheckpointFormatError, load_checkpoint  # noqa: E402
+from course_lib.gru.checkpoints import CheckpointFormatError, load_checkpoint  # noqa: E402
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -115,7 +115,7 @@ def test_a_file_that_is_not_a_checkpoint_says_so_and_what_was_expected(tmp_path,
     message = str(info.value)
     assert message.startswith(f"{path} is not a course checkpoint (")
     assert why in message
-    assert "): expected a file written by course_lib.checkpoints.save_checkpoint" in message
+    assert "): expected a file written by course_lib.gru.checkpoints.save_checkpoint" in message
     assert "Unsupported operand" not in message and "Weights only load failed" not in message
 
 
@@ -126,5 +126,5 @@ def test_the_eval_command_prints_the_message_not_torchs(tmp_path, capsys, conten
     assert main(["eval", "--checkpoint", str(path)]) == 2
     out = capsys.readouterr().out
     assert out.startswith(f"error: {path} is not a course checkpoint (")
-    assert "expected a file written by course_lib.checkpoints.save_checkpoint" in out
+    assert "expected a file written by course_lib.gru.checkpoints.save_checkpoint" in out
     assert "Unsupported operand" not in out

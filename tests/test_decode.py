@@ -1,4 +1,4 @@
-"""The fast rollout engine (course_lib.decode) against the learner: the same ids greedily, the same
+"""The fast rollout engine (course_lib.lm.decode) against the learner: the same ids greedily, the same
 distribution on the same prefixes when sampling, and the sampler/learner correction of the RL core."""
 
 from __future__ import annotations
@@ -6,9 +6,10 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib import decode, evaluation, llm, lm_policy, model_zoo, rl
-from course_lib.llm import encode_prompt
-from course_lib.rollout import written_rollout
+from course_lib.lm import decode, evaluation, llm, lm_policy, model_zoo
+from course_lib.core import rl
+from course_lib.lm.llm import encode_prompt
+from course_lib.core.rollout import written_rollout
 
 # grouped-query attention (4 query heads share 2 key heads), as SmolLM2 and DeepSeek-Coder's larger siblings
 GQA = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=4,
@@ -138,7 +139,7 @@ def test_sampler_correction_by_hand():
 
 
 def test_an_rl_step_with_the_fast_engine_logs_a_negligible_sampler_kl(small_dir, tasks, monkeypatch):
-    from course_lib import llm_rl
+    from course_lib.lm import llm_rl
     monkeypatch.setattr(llm_rl, "task_reports", lambda ts, codes, **kw: [
         type("R", (), {"passed": i % 2, "total": 1, "all_passed": bool(i % 2), "status": "ok"})()
         for i, _ in enumerate(codes)])

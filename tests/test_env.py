@@ -8,9 +8,12 @@ import pytest
 from gymnasium.utils.env_checker import check_env
 
 import course_lib
-import course_lib.env
-from course_lib.batched_env import BatchedCodeGen, random_policy, rollout_batch, run_episode, template_policy
-from course_lib.env import ENV_ID, CodeGenEnv, action_alphabet, fraction_passed, pass_rate
+import course_lib.gru.env
+from course_lib.gru.batched_env import (BatchedCodeGen, random_policy, rollout_batch, run_episode,
+                                        template_policy)
+from course_lib.gru.env import ENV_ID, CodeGenEnv, action_alphabet
+from course_lib.rewards import fraction_passed
+from course_lib.core.rollout import pass_rate
 from course_lib.tasks import Task, load_tasks
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 
@@ -36,7 +39,7 @@ def _write(env, text):
 
 
 def test_check_env_passes_without_warnings(tokenizer):
-    course_lib.env.register()
+    course_lib.gru.env.register()
     env = gym.make(ENV_ID, tokenizer=tokenizer, max_new_tokens=8)
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
@@ -45,8 +48,8 @@ def test_check_env_passes_without_warnings(tokenizer):
 
 
 def test_make_after_import():
-    course_lib.env.register()
-    course_lib.env.register()  # idempotent
+    course_lib.gru.env.register()
+    course_lib.gru.env.register()  # idempotent
     env = gym.make("CodeGen-v0", max_new_tokens=4)
     obs, info = env.reset(seed=0)
     assert env.observation_space.contains(obs)

@@ -11,9 +11,9 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import evaluation  # noqa: E402
-from course_lib.evaluation import (Generation, extract_completion, extract_fenced_code, format_prompt,  # noqa: E402
-                                   pass_at_k, strip_thinking, truncate_at_stop)
+from course_lib.lm import evaluation  # noqa: E402
+from course_lib.lm.evaluation import (Generation, extract_completion, extract_fenced_code, format_prompt,  # noqa: E402
+                                      pass_at_k, strip_thinking, truncate_at_stop)
 from course_lib.tasks import Task, load_tasks  # noqa: E402
 
 
@@ -120,7 +120,7 @@ def test_protocol_pieces():
 
 @pytest.fixture(scope="module")
 def small_model():
-    from course_lib import llm
+    from course_lib.lm import llm
 
     texts = [t.prompt + t.solution for t in load_tasks("train")]
     tokenizer = llm.train_tiny_tokenizer(texts, vocab_size=300)
@@ -183,7 +183,7 @@ def test_evaluate_scores_in_the_sandbox_per_split(monkeypatch):
 
 
 def test_humaneval_prompts_fit_the_tiny_coder_context():
-    from course_lib import llama, llm
+    from course_lib.lm import llama, llm
     from course_lib.tasks import load_humaneval
 
     tokenizer = llm.train_tiny_tokenizer([t.prompt + t.solution for t in load_tasks("train")], vocab_size=300)

@@ -1,15 +1,15 @@
-"""Epsilon-greedy exploration (course_lib.explore) and its use by the trainer: search near the greedy program."""
+"""Epsilon-greedy exploration (course_lib.gru.explore) and its use by the trainer: search near the greedy program."""
 
 from __future__ import annotations
 
 import pytest
 import torch
 
-from course_lib.explore import epsilon_greedy, epsilon_greedy_generate, explore
-from course_lib.models import GRUConfig, GRUPolicy, generate
+from course_lib.gru.explore import epsilon_greedy, epsilon_greedy_generate, explore
+from course_lib.gru.models import GRUConfig, GRUPolicy, generate
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
+from course_lib.gru.trainer import ConfigError, PPOConfig, PPOTrainer
 from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 NEG = float("-inf")

@@ -146,7 +146,7 @@ def test_every_notebook_opens_with_the_same_setup_cell_and_a_parameters_cell():
     for path in NOTEBOOKS:
         nb = json.loads(path.read_text())
         code = [c for c in nb["cells"] if c["cell_type"] == "code"]
-        assert "".join(code[0]["source"]) == expected, f"{path.name}: run `python -m course_lib sync-setup-cells`"
+        assert "".join(code[0]["source"]) == expected, f"{path.name}: run `python -m book_tools sync-setup-cells`"
         tagged = [c for c in code if "parameters" in c["metadata"].get("tags", [])]
         assert len(tagged) == 1, f"{path.name}: needs exactly one cell tagged 'parameters'"
         markdown = "".join("".join(c["source"]) for c in nb["cells"] if c["cell_type"] == "markdown")
@@ -156,7 +156,7 @@ def test_every_notebook_opens_with_the_same_setup_cell_and_a_parameters_cell():
 def test_every_notebook_was_executed_by_the_batch_without_errors():
     for path in NOTEBOOKS:
         nb = json.loads(path.read_text())
-        assert "papermill" in nb["metadata"], f"{path.name} was not executed by `python -m course_lib reproduce`"
+        assert "papermill" in nb["metadata"], f"{path.name} was not executed by `python -m book_tools reproduce`"
         for cell in nb["cells"]:
             if cell["cell_type"] == "code":
                 assert cell.get("execution_count"), f"{path.name}: a cell has no output"

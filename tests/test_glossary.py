@@ -13,7 +13,7 @@ def test_every_linked_word_is_a_glossary_term():
 def test_every_term_links_back_to_the_chapters_that_use_it():
     before, entries, after = glossary.read_glossary()
     current = glossary.render(before, glossary.with_backlinks(entries, glossary.chapter_links()), after)
-    assert current == glossary.GLOSSARY.read_text(), "run `python -m course_lib sync-glossary`"
+    assert current == glossary.GLOSSARY.read_text(), "run `python -m book_tools sync-glossary`"
     orphans = [e.english for e in entries if not e.chapters]
     assert not orphans, f"terms no chapter links to: {orphans}"
 

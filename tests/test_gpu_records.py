@@ -64,7 +64,7 @@ def test_each_seeds_adapter_is_the_lora_the_record_names(seed):
 
 
 def test_the_grus_gpu_run_ended_normally_on_the_gpu():
-    from course_lib.checkpoints import file_sha256
+    from course_lib.runs import file_sha256
 
     record = json.loads(GRU_RECORD.read_text())
     assert record["pretrained_sha256"] == file_sha256(ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
@@ -85,7 +85,7 @@ def test_a_gpu_trained_adapter_passes_on_this_cpu_the_test_tasks_its_record_name
     pytest.importorskip("gguf")
     import torch
 
-    from course_lib import evaluation, llm, model_zoo
+    from course_lib.lm import evaluation, llm, model_zoo
     from course_lib.tasks import load_tasks
 
     record = json.loads(SEEDS_RECORD.read_text())

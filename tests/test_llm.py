@@ -17,8 +17,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import llama, llm, model_zoo  # noqa: E402
-from course_lib.pretrain import IGNORE_INDEX, Example, find_leaks  # noqa: E402
+from course_lib.lm import llama, llm, model_zoo  # noqa: E402
+from course_lib.corpus import IGNORE_INDEX, Example, find_leaks  # noqa: E402
 
 
 # --- attention ------------------------------------------------------------------------
@@ -71,7 +71,7 @@ def test_parameter_counts_from_the_config_match_the_built_models():
 
 def test_no_humaneval_test_problem_enters_pretraining_sft_or_teacher_data(tasks):
     """HumanEval's 33 test problems measure generalisation: their solutions are in no training data."""
-    from course_lib import llm_teacher
+    from course_lib.lm import llm_teacher
     from course_lib.tasks import load_humaneval
 
     humaneval = load_humaneval()
@@ -245,7 +245,7 @@ def test_a_chat_prompt_that_starts_with_bos_gets_no_second_one(small_dir):
 @pytest.mark.slow
 def test_smollm2_loads_offline_from_its_wheel_and_answers_through_the_course_protocol(tmp_path, monkeypatch):
     """The real pretrained model: converted once from the wheel's GGUF file, then read from the cache."""
-    from course_lib.evaluation import evaluate
+    from course_lib.lm.evaluation import evaluate
     from course_lib.tasks import Task
 
     pytest.importorskip("gguf")

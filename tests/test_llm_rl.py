@@ -21,9 +21,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from types import SimpleNamespace  # noqa: E402
 
-from course_lib import evaluation, llm, llm_rl, llm_teacher, lm_policy, model_zoo, pg, ppo, rl, sandbox  # noqa: E402
+from course_lib.lm import evaluation, llm, llm_rl, llm_teacher, lm_policy, model_zoo  # noqa: E402
+from course_lib.core import losses, rl
+from course_lib.core.advantages import group_advantages
+from course_lib import sandbox
 from course_lib.__main__ import main as cli  # noqa: E402
-from course_lib.pretrain import Example  # noqa: E402
+from course_lib.corpus import Example  # noqa: E402
 
 
 @pytest.fixture(scope="module")
@@ -58,7 +61,7 @@ def test_length_penalised_reward_is_seed_003s():
 
 def test_group_relative_advantages_by_hand():
     rewards = torch.tensor([1.0, 0.0, 0.0, 0.0, 0.5, 0.5, 0.5, 0.5])
-    adv = ppo.group_advantages(rewards, 4, eps=0.0 + 1e-12)
+    adv = group_advantages(rewards, 4, eps=0.0 + 1e-12)
     # group 1: mean 0.25, std sqrt(0.1875) = 0.4330; group 2: all equal -> 0
     expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / 0.1875 ** 0.5
     assert torch.allclose(adv[:4], expected, atol=1e-5)
@@ -66,14 +69,14 @@ def test_group_relative_advantages_by_hand():
     assert torch.allclose(rl.episode_advantages(rewards, "batch", normalise=False), rewards - rewards.mean())
     batch = rl.episode_advantages(rewards, "batch")
     assert abs(batch.mean().item()) < 1e-6 and abs(batch.std(unbiased=False).item() - 1) < 1e-4
-    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), ppo.group_advantages(rewards, 4))
+    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), group_advantages(rewards, 4))
     # a group that differs only by a length penalty: +-1 without a floor, small with one
     lengths_only = llm_rl.length_penalised_reward([False] * 4, [8, 20, 35, 64], alpha=0.01)
-    assert ppo.group_advantages(lengths_only, 4).abs().max() > 1
-    assert ppo.group_advantages(lengths_only, 4, min_std=0.1).abs().max() < 0.1
-    assert torch.allclose(ppo.group_advantages(rewards, 4, min_std=0.1), adv, atol=1e-4)  # std 0.43 > floor
+    assert group_advantages(lengths_only, 4).abs().max() > 1
+    assert group_advantages(lengths_only, 4, min_std=0.1).abs().max() < 0.1
+    assert torch.allclose(group_advantages(rewards, 4, min_std=0.1), adv, atol=1e-4)  # std 0.43 > floor
     with pytest.raises(ValueError, match="groups of 3"):
-        ppo.group_advantages(rewards, 3)
+        group_advantages(rewards, 3)
 
 
 def test_reinforce_loss_by_hand():
@@ -81,7 +84,7 @@ def test_reinforce_loss_by_hand():
     mask = torch.tensor([[1.0, 1.0, 0.0], [1.0, 0.0, 0.0]])
     adv = torch.tensor([2.0, -1.0])
     # -(2 * (-3) + (-1) * (-0.5)) / 2 = -(-6 + 0.5) / 2 = 2.75
-    assert abs(pg.reinforce_loss(logprobs, adv, mask=mask).item() - 2.75) < 1e-6
+    assert abs(losses.reinforce_loss(logprobs, adv, mask=mask).item() - 2.75) < 1e-6
 
 
 def test_token_logprobs_score_only_the_completion(small_dir):
@@ -110,14 +113,14 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
         sft_model = llm.load_adapter(model_zoo.load_model(str(small_dir), "cpu")[0], sft_adapter)
         sft_logprobs, _ = lm_policy.token_logprobs(sft_model, batch)
     assert torch.allclose(ref, sft_logprobs, atol=1e-5)  # the reference is the SFT model (merged)
-    _, stats = ppo.ppo_loss(new, new, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
+    _, stats = losses.ppo_loss(new, new, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert abs(stats["kl_ref"]) < 1e-6
     with torch.no_grad():  # move the adapter away from zero: now the policy differs from the reference
         for name, p in model.named_parameters():
             if "lora_B" in name:
                 p.add_(0.5)
         moved, _ = lm_policy.token_logprobs(model, batch)
-    _, stats = ppo.ppo_loss(moved, moved, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
+    _, stats = losses.ppo_loss(moved, moved, torch.ones_like(mask), mask, ref_logprobs=ref, kl_coef=1.0)
     assert stats["kl_ref"] > 1e-4
 
 
@@ -149,7 +152,7 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
         small_dir, tasks, monkeypatch):
     """An instruct model's RL step: chat prompts, the sandbox runs extract_function's code, the model
     learns from everything it wrote (prose included), and only the LoRA parameters move."""
-    from course_lib import evaluation
+    from course_lib.lm import evaluation
 
     seen: dict = {}
 
@@ -208,7 +211,7 @@ def test_teacher_grpo_in_the_chat_style_learns_the_fenced_function_after_the_cha
 
 def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tasks, monkeypatch):
     """Sampled pass rates in the chat style: the template's prompt, extract_function's code in the sandbox."""
-    from course_lib import evaluation
+    from course_lib.lm import evaluation
 
     task = next(t for t in tasks if t.split == "train")
     right = f"```python\n{task.prompt}{task.solution}```\nThis function works."

@@ -5,10 +5,11 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.models import GRUConfig, GRUPolicy, generate, generate_ids
-from course_lib.pretrain import (IGNORE_INDEX, REGIMES, Example, drop_leaks, evaluate_loss, find_leaks,
-                                 held_out_solutions, make_batch, pretrain, pretraining_texts, stdlib_functions,
-                                 task_examples, token_loss)
+from course_lib.gru.models import GRUConfig, GRUPolicy, generate, generate_ids
+from course_lib.corpus import (IGNORE_INDEX, Example, drop_leaks, find_leaks, held_out_solutions,
+                                       task_examples)
+from course_lib.corpus import REGIMES, pretraining_texts, stdlib_functions
+from course_lib.gru.pretrain import evaluate_loss, make_batch, pretrain, token_loss
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
 

@@ -1,12 +1,13 @@
-"""REINFORCE and its baselines (course_lib.pg): the estimate is right on average, a baseline keeps it right
+"""REINFORCE and its baselines (course_lib.gru.pg): the estimate is right on average, a baseline keeps it right
 and makes it less noisy, and padding never counts."""
 
 import numpy as np
 import pytest
 import torch
 
-from course_lib.pg import (BernoulliBandit, RunningMeanBaseline, SoftmaxPolicy, analytic_gradient, grad_variance,
-                           gru_policy, leave_one_out_baseline, reinforce_loss, sequence_logprobs, value_loss)
+from course_lib.gru.pg import (BernoulliBandit, RunningMeanBaseline, SoftmaxPolicy, analytic_gradient,
+                               grad_variance, gru_policy, leave_one_out_baseline, sequence_logprobs)
+from course_lib.core.losses import reinforce_loss, value_loss
 
 MEANS = [0.2, 0.7]
 
@@ -77,7 +78,7 @@ def test_value_loss_and_baselines():
 
 
 def test_sequence_logprobs_match_step_by_step_decoding_and_ignore_padding():
-    from course_lib.models import GRUConfig, GRUPolicy
+    from course_lib.gru.models import GRUConfig, GRUPolicy
     from course_lib.tokenizers import CharTokenizer
 
     tok = CharTokenizer("abc\n ")
@@ -103,8 +104,8 @@ def test_sequence_logprobs_match_step_by_step_decoding_and_ignore_padding():
 
 
 def test_gru_policy_writes_through_the_environment_within_the_mask():
-    from course_lib.batched_env import rollout_batch
-    from course_lib.models import GRUConfig, GRUPolicy
+    from course_lib.gru.batched_env import rollout_batch
+    from course_lib.gru.models import GRUConfig, GRUPolicy
     from course_lib.tasks import load_tasks
     from course_lib.tokenizers import course_tokenizer
 

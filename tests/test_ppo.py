@@ -5,8 +5,9 @@ import math
 import pytest
 import torch
 
-from course_lib.ppo import (compute_gae, explained_variance, masked_mean, normalize_advantages,
-                            ppo_loss, warmup_cosine)
+from course_lib.core.advantages import compute_gae, normalize_advantages
+from course_lib.core.losses import explained_variance, masked_mean, ppo_loss
+from course_lib.core.schedules import warmup_cosine
 
 
 def test_gae_matches_a_hand_computed_episode():

@@ -8,7 +8,8 @@ from types import SimpleNamespace
 import pytest
 import torch
 
-from course_lib import llm, llm_rl, lm_policy, sandbox
+from course_lib.lm import llm, llm_rl, lm_policy
+from course_lib import sandbox
 
 
 def every_other_passes(jobs, **settings):
@@ -99,7 +100,7 @@ def test_out_of_memory_in_a_step_names_the_micro_batch_option_and_the_preset(sma
     (RuntimeError("mat1 and mat2 shapes cannot be multiplied"), False),
 ])
 def test_only_out_of_memory_errors_are_explained(error, explained):
-    from course_lib import llm_cli
+    from course_lib.cli import llm_cli
 
     args = SimpleNamespace(preset="deepseek-coder-1.3b", device="cpu", dtype="auto", batch_size=8)
     with pytest.raises(MemoryError if explained else RuntimeError) as caught:

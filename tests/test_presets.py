@@ -1,4 +1,4 @@
-"""The `llm` command's presets (`course_lib.presets`): the real model by default, every setting by one name."""
+"""The `llm` command's presets (`course_lib.lm.presets`): the real model by default, every setting by one name."""
 
 from __future__ import annotations
 
@@ -9,7 +9,8 @@ from types import SimpleNamespace
 
 import pytest
 
-from course_lib import llm, llm_cli, presets
+from course_lib.lm import llm, presets
+from course_lib.cli import llm_cli
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -155,7 +156,8 @@ def test_the_deepseek_presets_sequence_runs_end_to_end_with_a_small_model_standi
     chapter 10 through `presets.preset_settings`, reads it. The sandbox's verdicts are stood in for (every
     other program passes), to keep the three evaluations of 836 programs each quick; the command-line tests
     of tests/test_llm.py and tests/test_llm_rl.py run the real one."""
-    from course_lib import model_zoo, sandbox
+    from course_lib.lm import model_zoo
+    from course_lib import sandbox
     from course_lib.__main__ import main
 
     monkeypatch.setattr(sandbox, "run_tests_batch", every_other_passes)  # under sandbox.task_reports

@@ -11,7 +11,7 @@ import pytest
 import yaml
 
 from book_tools import REPO_ROOT, colab, write_notebook
-from course_lib.__main__ import main
+from book_tools.__main__ import main
 
 PLACEHOLDER = "https://github.com/your-github-account/rl-for-code-course"
 MINE = "https://github.com/alice/rl-course"
@@ -41,7 +41,7 @@ def test_the_placeholder_is_refused_wherever_the_book_is_built(book):
     for expected in (None, colab.built_in("alice/rl-course"), PLACEHOLDER):
         problems = colab.publish_problems(expected, notebooks, config)
         assert len(problems) == 1 and "placeholder" in problems[0]
-    assert colab.fix_command(MINE, config) == f".venv/bin/python -m course_lib sync-setup-cells --url {MINE}"
+    assert colab.fix_command(MINE, config) == f".venv/bin/python -m book_tools sync-setup-cells --url {MINE}"
     assert colab.fix_command(None, config).endswith("--url https://github.com/OWNER/NAME")
 
 
@@ -86,14 +86,14 @@ def test_check_publish_command_refuses_this_books_placeholder_and_prints_the_fix
     assert main(["check-publish", "--repository", "alice/rl-course", "--server", "https://github.com"]) == 1
     err = capsys.readouterr().err
     assert "not publishing" in err
-    assert f".venv/bin/python -m course_lib sync-setup-cells --url {MINE}" in err
+    assert f".venv/bin/python -m book_tools sync-setup-cells --url {MINE}" in err
 
 
 def test_the_publishing_workflow_checks_the_address_before_it_builds():
     workflow = yaml.safe_load((REPO_ROOT / ".github" / "workflows" / "book.yml").read_text())
     steps = workflow["jobs"]["build"]["steps"]
     runs = [step.get("run", "") + step.get("uses", "") for step in steps]
-    check = next(i for i, run in enumerate(runs) if "course_lib check-publish" in run)
+    check = next(i for i, run in enumerate(runs) if "book_tools check-publish" in run)
     assert check < next(i for i, run in enumerate(runs) if "make test" in run)
     assert check < next(i for i, run in enumerate(runs) if "upload-pages-artifact" in run)
     assert "3.12" in str(steps[1]["with"]["python-version"]), "Colab's Python, for tests/test_colab_standin.py"

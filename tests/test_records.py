@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from course_lib.checkpoints import check_record_made_from
+from course_lib.runs import check_record_made_from
 
 ROOT = Path(__file__).resolve().parents[1]
 RECORDS = sorted((ROOT / "notebooks" / "data").glob("*.json"))
@@ -29,7 +29,7 @@ def test_record_was_made_from_the_committed_checkpoint(record):
 
 
 def test_chapter_10s_record_starts_from_chapter_9s_tiny_coder():
-    from course_lib import llm
+    from course_lib.lm import llm
 
     assert [p.stem for p in FROM_TINY_CODER] == ["llm_rl_benchmark"]
     start = json.loads(FROM_TINY_CODER[0].read_text())["start"]
@@ -47,7 +47,7 @@ def test_the_fallback_recipe_is_chapter_4s():
     """Chapters 5 and 6 re-make chapter 4's model with pretrain.BROAD_RECIPE when its checkpoint is missing."""
     import ast
 
-    from course_lib.pretrain import BROAD_RECIPE
+    from course_lib.gru.pretrain import BROAD_RECIPE
 
     nb = json.loads((ROOT / "notebooks" / "04_gru_pretraining.ipynb").read_text())
     cell = next(c for c in nb["cells"] if "parameters" in c.get("metadata", {}).get("tags", []))

@@ -1,4 +1,4 @@
-"""Chapter 5's REINFORCE (course_lib.reinforce): the RL core's Trainer with the GRU and four baselines.
+"""Chapter 5's REINFORCE (course_lib.gru.reinforce): the RL core's Trainer with the GRU and four baselines.
 
 What is checked: the step is one gradient step on -(R - b) log pi with the baseline each name promises,
 computed by hand with `pg.sequence_logprobs` and `pg.reinforce_loss`; the critic learns only as the baseline.
@@ -11,10 +11,11 @@ import copy
 import pytest
 import torch
 
-from course_lib import rl
-from course_lib.models import GRUConfig, GRUPolicy
-from course_lib.pg import init_critic, leave_one_out_baseline, reinforce_loss, sequence_logprobs, value_loss
-from course_lib.reinforce import BASELINES, ReinforceTrainer, train_reinforce
+from course_lib.core import rl
+from course_lib.gru.models import GRUConfig, GRUPolicy
+from course_lib.gru.pg import init_critic, leave_one_out_baseline, sequence_logprobs
+from course_lib.core.losses import reinforce_loss, value_loss
+from course_lib.gru.reinforce import BASELINES, ReinforceTrainer, train_reinforce
 from course_lib.tokenizers import course_tokenizer
 
 

@@ -8,14 +8,14 @@ import pytest
 import torch
 
 from course_lib import rewards
-from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.gru.models import GRUConfig, GRUPolicy
 from course_lib.rewards import (BUILTIN_TERMS, RewardSpec, RewardSpecError, ShapedReward, code_issues,
                                 code_quality, is_trivial, length_penalty, naive_syntax_bonus, register_term,
                                 syntax_bonus)
 from course_lib.sandbox import Status, run_tests_batch
 from course_lib.tasks import Task
 from course_lib.tokenizers import course_tokenizer
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
+from course_lib.gru.trainer import ConfigError, PPOConfig, PPOTrainer
 
 ABS = Task(id="abs_value", prompt='def abs_value(x: int) -> int:\n    """Return |x|."""\n', entry_point="abs_value",
            solution="    return x if x >= 0 else -x\n", family="toy", split="train",

@@ -1,4 +1,4 @@
-"""The RL core (course_lib.rl): one update for both policies, the GRU and the language model.
+"""The RL core (course_lib.core.rl): one update for both policies, the GRU and the language model.
 
 What is checked: both go through the same `rl.learn` (a chapter swaps the policy, never the loop);
 the language model scores exactly the ids it sampled; the advantage estimators by hand.
@@ -10,10 +10,11 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import llm_rl, lm_policy, rl
-from course_lib.ppo import compute_gae, normalize_advantages
-from course_lib.rollout import Rollout
-from course_lib.trainer import PPOConfig, PPOTrainer
+from course_lib.lm import llm_rl, lm_policy
+from course_lib.core import rl
+from course_lib.core.advantages import compute_gae, normalize_advantages
+from course_lib.core.rollout import Rollout
+from course_lib.gru.trainer import PPOConfig, PPOTrainer
 
 GRU_RUN = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=1, episodes_per_update=8, episodes_per_task=2,
                minibatch_size=4, epochs=2, max_new_tokens=12, eval_every=0, explore_episodes=0, teacher_batch_size=4)

@@ -8,14 +8,14 @@ import numpy as np
 import pytest
 import torch
 
-from course_lib import teacher as te
-from course_lib import trainer as tr
-from course_lib.checkpoints import load_checkpoint
-from course_lib.pretrain import Example, find_leaks
-from course_lib.rollout import evaluate_actions
+from course_lib.gru import teacher as te
+from course_lib.gru import trainer as tr
+from course_lib.gru.checkpoints import load_checkpoint
+from course_lib.corpus import Example, find_leaks
+from course_lib.gru.actor import evaluate_actions
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
+from course_lib.gru.trainer import ConfigError, PPOConfig, PPOTrainer
 
 PRETRAINED = Path(__file__).resolve().parents[1] / "notebooks" / "checkpoints" / "gru_pretrained.pt"
 TASKS = load_tasks()
@@ -94,7 +94,7 @@ def test_no_val_or_test_solution_reaches_teacher_or_bc_data_in_a_run(monkeypatch
 def test_teacher_rows_start_at_ratio_one_and_merge_cleanly(pretrained):
     model, tok = pretrained
     tasks_by_id = {t.id: t for t in TASKS}
-    from course_lib.env import action_alphabet
+    from course_lib.gru.env import action_alphabet
     allowed = torch.zeros(len(tok), dtype=torch.bool)
     allowed[torch.as_tensor(action_alphabet(TASKS, tok))] = True
     pool = te.teacher_pool("reference", TASKS)

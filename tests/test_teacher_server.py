@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from course_lib.evaluation import extract_completion, extract_thinking, format_prompt
+from course_lib.lm.evaluation import extract_completion, extract_thinking, format_prompt
 from course_lib.tasks import load_tasks
-from course_lib.teacher_server import UNKNOWN_ANSWER, TeacherServer, answers_from, chat_prompt
+from course_lib.lm.teacher_server import UNKNOWN_ANSWER, TeacherServer, answers_from, chat_prompt
 
 
 def post(url: str, body, timeout: float = 10.0) -> tuple[int, dict]:
@@ -182,7 +182,7 @@ def tasks():
 
 @pytest.mark.parametrize("style", ["completion", "instruct"])
 def test_http_teacher_over_loopback_reproduces_the_offline_teacher(tasks, style):
-    from course_lib.llm_teacher import HTTPTeacher, OfflineTeacher, teacher_examples
+    from course_lib.lm.llm_teacher import HTTPTeacher, OfflineTeacher, teacher_examples
 
     offline = OfflineTeacher(style)
     train = [t for t in tasks if t.split == "train"][:6]
@@ -200,7 +200,7 @@ def test_http_teacher_over_loopback_reproduces_the_offline_teacher(tasks, style)
 
 
 def test_http_teacher_errors_are_clear(tasks, not_json_url):
-    from course_lib.llm_teacher import HTTPTeacher, OfflineTeacher
+    from course_lib.lm.llm_teacher import HTTPTeacher, OfflineTeacher
 
     task = next(t for t in tasks if t.split == "train")
     with TeacherServer(answers_from(OfflineTeacher("instruct"), [task]), model="stand-in") as server:
@@ -217,7 +217,7 @@ def test_http_teacher_errors_are_clear(tasks, not_json_url):
 
 
 def test_answers_from_refuses_unknown_prompts(tasks):
-    from course_lib.llm_teacher import OfflineTeacher
+    from course_lib.lm.llm_teacher import OfflineTeacher
 
     answer = answers_from(OfflineTeacher("instruct"), tasks)
     train = next(t for t in tasks if t.split == "train")
@@ -232,7 +232,7 @@ def test_command_line_server_serves_the_train_references():
     import subprocess
     import sys
 
-    proc = subprocess.Popen([sys.executable, "-m", "course_lib.teacher_server", "--port", "0", "--model", "cli"],
+    proc = subprocess.Popen([sys.executable, "-m", "course_lib.lm.teacher_server", "--port", "0", "--model", "cli"],
                             stdout=subprocess.PIPE, text=True)
     try:
         line = proc.stdout.readline()

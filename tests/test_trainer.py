@@ -7,15 +7,15 @@ import json
 import pytest
 import torch
 
-from course_lib import ppo_cli
-from course_lib import ppo_run
-from course_lib import trainer as tr
+from course_lib.cli import ppo_cli
+from course_lib.gru import ppo_run
+from course_lib.gru import trainer as tr
 from course_lib.__main__ import main
-from course_lib.checkpoints import save_checkpoint
-from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.gru.checkpoints import save_checkpoint
+from course_lib.gru.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
-from course_lib.ppo_run import run
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler
+from course_lib.gru.ppo_run import run
+from course_lib.gru.trainer import ConfigError, PPOConfig, PPOTrainer, TaskSampler
 from toy_tasks import TRAIN, VAL, write_toy_tasks  # tests/toy_tasks.py
 
 # A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
@@ -223,7 +223,7 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
 
 
 def test_baselines_run_and_never_sample_test_tasks(tmp_path):
-    from course_lib.baselines import best_of_n, expert_iteration
+    from course_lib.gru.baselines import best_of_n, expert_iteration
     from course_lib.tasks import load_tasks
 
     write_toy_tasks(tmp_path)

@@ -7,12 +7,12 @@ from pathlib import Path
 
 import pytest
 
-from course_lib import ppo_run
-from course_lib import trainer as tr
+from course_lib.gru import ppo_run
+from course_lib.gru import trainer as tr
 from course_lib.__main__ import main
 from course_lib.tasks import TaskFormatError, load_task_records, load_tasks, parse_field_map, read_records
-from course_lib.ppo_run import run
-from course_lib.trainer import PPOConfig
+from course_lib.gru.ppo_run import run
+from course_lib.gru.trainer import PPOConfig
 
 FIXTURES = Path(__file__).parent / "fixtures"
 FIELDS = "prompt=question,solution=answer,tests=checks,id=name,entry_point=entry,split=part"
@@ -149,7 +149,7 @@ def test_diagram_box_and_arrow_draw_what_they_say():
 
 
 def test_both_task_samplers_refuse_test_tasks_and_resume_where_they_stopped():
-    from course_lib.rollout import ShuffledPasses, TaskSampler
+    from course_lib.core.samplers import ShuffledPasses, TaskSampler
     from course_lib.tasks import load_tasks
 
     tasks = load_tasks()

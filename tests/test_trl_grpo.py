@@ -10,8 +10,8 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib import lm_policy, trl_grpo  # noqa: E402
-from course_lib.llm_rl import RLConfig  # noqa: E402
+from course_lib.lm import lm_policy, trl_grpo  # noqa: E402
+from course_lib.lm.llm_rl import RLConfig  # noqa: E402
 
 CHAPTER_10 = dict(method="grpo", style="chat", steps=6, prompts_per_step=4, group_size=4, lr=1e-3, temperature=0.8,
                   max_new_tokens=128, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05)

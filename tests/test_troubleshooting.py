@@ -5,11 +5,12 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.checkpoints import CheckpointMismatchError, load_checkpoint, save_checkpoint
-from course_lib.models import GRUConfig, GRUPolicy
+from course_lib.runs import CheckpointMismatchError
+from course_lib.gru.checkpoints import load_checkpoint, save_checkpoint
+from course_lib.gru.models import GRUConfig, GRUPolicy
 from course_lib.tokenizers import CharTokenizer, course_tokenizer
-from course_lib.ppo_run import run
-from course_lib.trainer import ConfigError, PPOConfig, PPOTrainer
+from course_lib.gru.ppo_run import run
+from course_lib.gru.trainer import ConfigError, PPOConfig, PPOTrainer
 from toy_tasks import write_toy_tasks  # tests/toy_tasks.py
 
 
@@ -66,7 +67,7 @@ def test_memory_grows_with_the_minibatch_not_the_update():
     minibatch_size (not episodes_per_update) is the fix; the setting is checked against the batch."""
     with pytest.raises(ConfigError, match="minibatch_size"):
         PPOConfig(episodes_per_update=32, minibatch_size=64)
-    from course_lib.rollout import evaluate_actions
+    from course_lib.gru.actor import evaluate_actions
     model, tok = tiny_model()
     allowed = torch.ones(len(tok), dtype=torch.bool)
     sizes = {}

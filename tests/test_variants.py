@@ -1,4 +1,4 @@
-"""Task variants (course_lib.variants): well-formed, deterministic, and never a held-out answer."""
+"""Task variants (course_lib.gru.variants): well-formed, deterministic, and never a held-out answer."""
 
 from __future__ import annotations
 
@@ -7,11 +7,11 @@ import re
 
 import pytest
 
-from course_lib import variants as variants_module
+from course_lib.gru import variants as variants_module
 from course_lib.sandbox import Status, TestReport, run_tests_batch
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
-from course_lib.variants import _GENERIC_NAMES, all_variants, held_out_matches, safe_variants
+from course_lib.gru.variants import _GENERIC_NAMES, all_variants, held_out_matches, safe_variants
 
 
 @pytest.fixture(scope="module")
@@ -98,7 +98,7 @@ def test_a_check_that_did_not_finish_lets_nothing_through(tasks, monkeypatch):
         return [TestReport(0, len(tests), Status.TIMEOUT, 60.0, (None,) * len(tests), "timed out")
                 for _, tests in jobs]
 
-    monkeypatch.setattr("course_lib.variants.run_tests_batch", unfinished)
+    monkeypatch.setattr("course_lib.gru.variants.run_tests_batch", unfinished)
     variants_module._held_out_passes.cache_clear()
     with pytest.raises(RuntimeError, match="did not finish"):
         safe_variants(tasks, seed=7)
@@ -124,8 +124,8 @@ def test_the_saved_copying_models_load_and_match_their_records(seed, tasks):
     import json
     from pathlib import Path
 
-    from course_lib.checkpoints import load_checkpoint
-    from course_lib.pretrain import evaluate_pass_rate
+    from course_lib.gru.checkpoints import load_checkpoint
+    from course_lib.gru.pretrain import evaluate_pass_rate
 
     root = Path(__file__).resolve().parents[1]
     model, tokenizer, extra = load_checkpoint(root / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt",
@@ -138,7 +138,7 @@ def test_the_saved_copying_models_load_and_match_their_records(seed, tasks):
 
 def test_kept_variants_also_follow_the_text_rule(tasks):
     """`return x * 5` inside `return x * 57` passes no held-out test, but its text holds a held-out solution."""
-    from course_lib.pretrain import Example, find_leaks
+    from course_lib.corpus import Example, find_leaks
 
     written = all_variants(extra_constants=40)
     kept = safe_variants(tasks, extra_constants=40)

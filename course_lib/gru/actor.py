@@ -1,0 +1,144 @@
+"""The GRU as a policy the RL core can train (chapters 5-8): sampling episodes and re-reading them.
+
+    collect_rollout    samples B episodes in lockstep and scores them with ONE sandbox batch: a Rollout
+    evaluate_actions   re-reads a Rollout's tokens with the current weights: log pi(a_t), entropy, V(s_t)
+    GRUActor           the GRU as the RL core (`course_lib.core.rl`) sees it: score(ro, rows) and its reference
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import torch
+from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
+
+from course_lib.core.rollout import Rollout, distinct_texts, last_token_rewards, minibatch
+from course_lib.gru.batched_env import BatchedCodeGen
+from course_lib.rewards import fraction_passed
+
+
+def masked_logits(logits: torch.Tensor, allowed: torch.Tensor, temperature: float) -> torch.Tensor:
+    """The rollout policy's logits: ids outside the action mask get -inf, then divided by T."""
+    return logits.masked_fill(~allowed, float("-inf")) / temperature
+
+
+def distinct_prompts(tasks, tokenizer):
+    """The distinct prompts of tasks (as <bos> + ids) and, for each task, the index of its prompt."""
+    return distinct_texts([t.prompt for t in tasks], lambda p: tokenizer.encode(p, add_bos=True))
+
+
+@torch.no_grad()
+def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperature: float,
+                    max_new_tokens: int, generator: torch.Generator, reward_fn=None,
+                    timeout: float = 2.0, bootstrap_truncated: bool = False) -> Rollout:
+    """Sample one episode per task in lockstep; score them all with ONE run_tests_batch call.
+
+    Only the episodes still running are fed to the network at each step (finished rows
+    drop out of the batch), so a few long episodes do not make every row pay for them.
+    The network runs on the model's device; each step's logits come back to the CPU, where the
+    token is drawn with `generator` (a CPU generator, whatever the device) and the Rollout is kept.
+    A GPU's logits differ from a CPU's in the last bits, so a GPU run's samples drift from a CPU run's.
+    """
+    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
+                         alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
+    model.eval()
+    device = model.embed.weight.device
+    B = len(tasks)
+    obs = env.reset(tasks)
+    prompts, prompt_index = distinct_prompts(tasks, tokenizer)
+    logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
+    logits, values = logits.cpu()[prompt_index], values.cpu()[prompt_index]
+    hidden = hidden[:, prompt_index.to(device)].contiguous()
+    actions = torch.full((B, max_new_tokens), tokenizer.pad_id, dtype=torch.long)
+    logprobs, step_values = torch.zeros(B, max_new_tokens), torch.zeros(B, max_new_tokens)
+    mask = torch.zeros(B, max_new_tokens)
+    rows = torch.arange(B)              # the episodes still running, in the order of `logits`
+    for t in range(max_new_tokens):
+        dist_logits = masked_logits(logits, allowed, temperature)
+        action = torch.multinomial(torch.softmax(dist_logits, -1), 1, generator=generator).squeeze(-1)
+        logprobs[rows, t] = torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1)
+        actions[rows, t], step_values[rows, t], mask[rows, t] = action, values, 1.0
+        all_actions = np.full(B, tokenizer.eos_id)
+        all_actions[rows.numpy()] = action.numpy()
+        obs = env.step(all_actions)          # rows already done ignore their action
+        if obs.done.all():
+            break
+        logits, values, hidden = model.step(action.to(device), hidden)
+        keep = torch.as_tensor(~obs.done[rows.numpy()])
+        rows, logits, values = rows[keep], logits.cpu()[keep], values.cpu()[keep]
+        hidden = hidden[:, keep.to(device)].contiguous()
+    episodes = env.results()  # the sandbox runs every program here, in one batch
+
+    T = int(mask.sum(1).max())
+    rewards = last_token_rewards([e.reward for e in episodes], mask[:, :T])
+    bootstrap = torch.zeros(B)
+    truncated = torch.tensor([e.truncated for e in episodes])
+    if bootstrap_truncated and truncated.any():
+        # V(state after the cut): the truncated rows are exactly those still in `rows`; one more critic step.
+        _, next_values, _ = model.step(actions[rows, -1].to(device), hidden)
+        bootstrap[rows] = next_values.cpu()
+    return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
+                   actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],
+                   mask=mask[:, :T], rewards=rewards, bootstrap=bootstrap)
+
+
+def run_gru(model, tokens: torch.Tensor, lengths: torch.Tensor, hidden: torch.Tensor | None = None):
+    """model(tokens, hidden) -> logits, values, computing each row only for its own length.
+
+    Packing skips the padding at the end of short rows: the cost is the real tokens,
+    not rows x longest row. Outputs past a row's length are zeros (to be masked).
+    """
+    packed = pack_padded_sequence(model.embed(tokens), lengths.clamp(min=1).cpu(), batch_first=True,
+                                  enforce_sorted=False)
+    out, _ = model.gru(packed, hidden)
+    out, _ = pad_packed_sequence(out, batch_first=True, total_length=tokens.shape[1])
+    return model.policy_head(out), model.value_head(out).squeeze(-1)
+
+
+def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, temperature):
+    """Re-read the episodes with the current weights: log pi(a_t), entropy H_t and V(s_t), each [B, T].
+
+    Each distinct prompt is read once (`prefill`); its final state starts the GRU over
+    that prompt's episodes. The state before generated token t is the prompt's for
+    t = 0 and the output after token t - 1 otherwise. Gradients flow through both.
+    The outputs are on the model's device (`GRUActor` brings them to the rollout's, the CPU).
+    """
+    device = model.embed.weight.device
+    prompt_index, actions, mask, allowed = (x.to(device) for x in (prompt_index, actions, mask, allowed))
+    first_logits, first_values, hidden = model.prefill(prompts)
+    logits, values = first_logits[prompt_index, None], first_values[prompt_index, None]
+    if actions.shape[1] > 1:
+        lengths = mask.sum(1).long() - 1   # tokens fed back in: all but the last
+        rest_logits, rest_values = run_gru(model, actions[:, :-1], lengths, hidden[:, prompt_index].contiguous())
+        logits, values = torch.cat([logits, rest_logits], 1), torch.cat([values, rest_values], 1)
+    real = mask.bool()
+    actions = torch.where(real, actions, allowed.nonzero()[0])  # padding: any allowed id, so no -inf is picked
+    log_p = torch.log_softmax(masked_logits(logits, allowed, temperature), -1)
+    new_logprobs = log_p.gather(-1, actions[..., None]).squeeze(-1)
+    entropy = -(log_p.exp() * log_p.masked_fill(~allowed, 0.0)).sum(-1)  # 0 * -inf would be nan
+    zero = torch.zeros((), device=device)
+    return torch.where(real, new_logprobs, zero), torch.where(real, entropy, zero), torch.where(real, values, zero)
+
+
+class GRUActor:
+    """The GRU policy as the RL core sees it (`course_lib.core.rl.Policy`): it re-reads a rollout's own ids.
+
+    allowed and temperature are the rollout policy's (the action mask, softmax(logits / T));
+    reference: a frozen copy of the starting model for the KL term, or None.
+    The network runs on its device; what `score` returns is on the CPU, with the Rollout, so the loss
+    is computed there (gradients flow back through the copy), as for the language model's `LMActor`.
+    """
+
+    def __init__(self, model, *, allowed: torch.Tensor, temperature: float, reference=None):
+        self.model, self.allowed, self.temperature, self.reference = model, allowed, temperature, reference
+
+    def score(self, ro: Rollout, rows: torch.Tensor):
+        prompts, prompt_index, T = minibatch(ro, rows)
+        return tuple(x.cpu() for x in evaluate_actions(self.model, prompts, prompt_index, ro.actions[rows, :T],
+                                                       ro.mask[rows, :T], allowed=self.allowed,
+                                                       temperature=self.temperature))
+
+    @torch.no_grad()
+    def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
+        prompts, prompt_index, T = minibatch(ro, rows)
+        return evaluate_actions(self.reference, prompts, prompt_index, ro.actions[rows, :T], ro.mask[rows, :T],
+                                allowed=self.allowed, temperature=self.temperature)[0].cpu()

@@ -1,0 +1,457 @@
+"""Honest evaluation of a code model: the generation protocol, pass@1 and pass@k (chapters 9-11).
+
+The protocol, the same in training, evaluation and every chapter:
+
+1. PROMPT      `format_prompt`: a base model continues the task's prompt (signature +
+               docstring), as in HumanEval; an instruction-tuned model is asked for
+               <think> reasoning and a ```python block, as in the teacher-guided GRPO README.
+2. GENERATE    `generate`: greedy (temperature 0) or sampled, until <eos>, a stop
+               sequence, or max_new_tokens.
+3. EXTRACT     `extract_completion`: drop <think>...</think> blocks; if the text holds a
+               markdown code block take its code; otherwise cut the text at the first
+               stop sequence (a new top-level def, class, print, comment, ...): what a
+               base model writes after the function body is not part of the answer.
+4. RUN         prompt + completion, then each test, in the sandbox (never in this process).
+
+Metrics. Greedy pass@1: the fraction of tasks whose one greedy completion passes.
+pass@k: the chance that at least one of k samples passes, estimated without bias from
+n >= k samples of which c pass (Chen et al., 2021):
+
+    pass@k = 1 - C(n - c, k) / C(n, k)
+
+computed as a product so no huge binomial is ever formed. The *pass rate* of a split
+is the mean of c / n over its tasks: pass@1 estimated from n samples. Average length:
+generated tokens per completion, up to <eos> or the stop (what a length penalty counts).
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+from dataclasses import dataclass
+from typing import Sequence
+
+import torch
+
+from course_lib.lm.llm import encode_prompt, load_adapter
+from course_lib.lm.model_zoo import load_model
+from course_lib.progress import tqdm
+from course_lib.sandbox import task_reports
+from course_lib.tasks import load_humaneval, load_tasks, split_groups
+
+STOP_SEQUENCES = ("\ndef ", "\nclass ", "\nif __name__", "\nprint(", "\n#", "\nassert ", "\n```")
+STYLES = ("completion", "instruct")
+CHAT = "chat"  # an instruct model asked through its chat template (`chat_prompt`, `extract_function`)
+
+INSTRUCT_TEMPLATE = (
+    "Complete the following Python function.\n\n"
+    "```python\n{prompt}```\n\n"
+    "Think step by step inside <think> and </think>, then give the whole function "
+    "in one ```python code block.\n")
+
+CHAT_REQUEST = (
+    "Complete this Python function. Answer with the whole function, and the imports it needs, "
+    "in one ```python code block.\n\n```python\n{prompt}```")
+
+
+# -----------------------------------------------------------------------------
+# 1. prompt
+
+def format_prompt(task, style: str = "completion") -> str:
+    """The text the model reads: the task's prompt itself, or the instruction around it (the teacher-guided GRPO README)."""
+    if style == "completion":
+        return task.prompt
+    if style == "instruct":
+        return INSTRUCT_TEMPLATE.format(prompt=task.prompt)
+    raise ValueError(f"unknown prompt style {style!r}; choose one of {STYLES}")
+
+
+def chat_prompt(task, tokenizer) -> str:
+    """For an instruct model: a user message asking for the function, in the model's own chat template."""
+    if not getattr(tokenizer, "chat_template", None):
+        raise ValueError("the chat style needs the tokenizer of an instruct model with a chat template "
+                         "(such as smollm2-135m-instruct); a base model takes the 'completion' style")
+    message = {"role": "user", "content": CHAT_REQUEST.format(prompt=task.prompt)}
+    return tokenizer.apply_chat_template([message], add_generation_prompt=True, tokenize=False)
+
+
+def prompt_for(task, style: str, tokenizer=None) -> str:
+    """format_prompt's styles, and "chat" (which needs the model's tokenizer)."""
+    return chat_prompt(task, tokenizer) if style == CHAT else format_prompt(task, style)
+
+
+def stop_sequences_for(style: str) -> tuple[str, ...]:
+    """Stop sequences end a base model's continuation; an instruct answer ends with <eos> (its code may hold defs)."""
+    return STOP_SEQUENCES if style == "completion" else ()
+
+
+def answer_code(task, text: str, style: str) -> str:
+    """What the sandbox runs after the task's prompt, from what the model wrote in this style."""
+    if style == CHAT:
+        return extract_function(text, task.entry_point)
+    return extract_completion(text, stop_sequences_for(style))
+
+
+# -----------------------------------------------------------------------------
+# 3. extract
+
+_THINK = re.compile(r"<think>.*?</think>", re.DOTALL)
+_FENCE = re.compile(r"^```[ \t]*([\w+-]*)[ \t]*\n(.*?)(?:^```[ \t]*$|\Z)", re.DOTALL | re.MULTILINE)
+
+
+def strip_thinking(text: str) -> str:
+    """Drop every <think>...</think> block. An unclosed <think> (cut off while thinking)
+    drops the rest; a lone </think> (the template opened the block) drops what precedes it."""
+    text = _THINK.sub("", text)
+    if "</think>" in text:
+        text = text.rsplit("</think>", 1)[1]
+    if "<think>" in text:
+        text = text.split("<think>", 1)[0]
+    return text
+
+
+def extract_fenced_code(text: str) -> str | None:
+    """The code of the first ```python block (else of the first non-empty block); None if there is none.
+
+    A block cut off by the token limit (no closing fence) still counts.
+    """
+    blocks = [(lang.lower(), code) for lang, code in _FENCE.findall(text) if code.strip()]
+    if not blocks:
+        return None
+    code = next((c for lang, c in blocks if lang in ("python", "py", "python3")), blocks[0][1])
+    return code if code.endswith("\n") else code + "\n"
+
+
+def extract_thinking(text: str) -> str | None:
+    """The reasoning of a unified answer: the text of its first <think>...</think> block, stripped.
+
+    A lone </think> (the template opened the block) gives what precedes it; an unclosed
+    <think> (cut off while thinking) gives what follows it; no tags at all give None.
+    """
+    if "<think>" in text:
+        inside = text.split("<think>", 1)[1]
+        return inside.split("</think>", 1)[0].strip()
+    if "</think>" in text:
+        return text.split("</think>", 1)[0].strip()
+    return None
+
+
+def format_response(code: str, thinking: str | None = None) -> str:
+    """The unified answer every stage writes and reads (the teacher-guided GRPO README): <think> reasoning, then one ```python block.
+
+    The inverse of extraction: extract_thinking(format_response(c, t)) == t.strip() and
+    extract_completion(format_response(c, t)) == c (with a final newline). A teacher's
+    trace is stored in this form and becomes the target of teacher-SFT.
+    """
+    if "```" in code:
+        raise ValueError("code holds a ``` fence, which would end the markdown block early; pass the bare code")
+    if thinking is not None and ("<think>" in thinking or "</think>" in thinking):
+        raise ValueError("thinking holds a <think> tag; pass the reasoning text alone")
+    code = code if code.endswith("\n") else code + "\n"
+    think = f"<think>\n{thinking.strip()}\n</think>\n\n" if thinking is not None else ""
+    return f"{think}```python\n{code}```\n"
+
+
+def truncate_at_stop(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES) -> str:
+    """text up to (not including) the earliest stop sequence; all of it if none occurs."""
+    cut = min((i for i in (text.find(s) for s in stop_sequences) if i >= 0), default=len(text))
+    return text[:cut]
+
+
+def extract_completion(text: str, stop_sequences: Sequence[str] = STOP_SEQUENCES) -> str:
+    """What the sandbox runs after the prompt: thinking dropped, then a code block's code or the
+    text cut at the first stop sequence. Ends with a newline (unless empty)."""
+    text = strip_thinking(text)
+    code = extract_fenced_code(text)
+    if code is None:
+        code = truncate_at_stop(text, stop_sequences).rstrip()
+        code = code + "\n" if code.strip() else ""
+    return code
+
+
+_CODE_START = re.compile(r"^(?:async def |def |class |import |from \S+ import |@)", re.MULTILINE)
+_KEPT = (ast.Import, ast.ImportFrom, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _parseable(code: str) -> str | None:
+    """The longest run of whole lines, from the first, that Python parses (prose after code is cut)."""
+    lines = code.splitlines()
+    for end in range(len(lines), 0, -1):
+        candidate = "\n".join(lines[:end]) + "\n"
+        try:
+            ast.parse(candidate)
+        except SyntaxError:
+            continue
+        return candidate
+    return None
+
+
+def extract_function(text: str, entry_point: str) -> str:
+    """An instruct model's answer -> the code that defines `entry_point`, for the sandbox to run after the prompt.
+
+    1. Thinking dropped; the code is the first fenced block that defines `entry_point`, else the
+       first fenced block, else the text itself from its first line of code (def, class, import, @).
+    2. Lines Python cannot parse are cut from the end (prose after an unfenced answer, a block
+       cut off by the token limit).
+    3. Of the top-level statements, imports, functions and classes are kept (the helpers the
+       function calls); example calls, prints, asserts and `if __name__` blocks are dropped.
+
+    The prompt itself runs first, so its own imports and helpers are there too. A function with
+    another name is not renamed: the prompt's stub stays the entry point and the tests fail,
+    as they should. Nothing parseable gives "".
+    """
+    text = strip_thinking(text)
+    blocks = [code for _, code in _FENCE.findall(text) if code.strip()]
+    defines = re.compile(rf"^(?:async )?def {re.escape(entry_point)}\s*\(", re.MULTILINE)
+    code = next((b for b in blocks if defines.search(b)), blocks[0] if blocks else None)
+    if code is None:
+        start = _CODE_START.search(text)
+        code = text[start.start():] if start else ""
+    code = _parseable(code)
+    if code is None:
+        return ""
+    lines = code.splitlines()
+    kept = []
+    for node in ast.parse(code).body:
+        if isinstance(node, _KEPT):
+            first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+            kept.append("\n".join(lines[first - 1:node.end_lineno]))
+    return "\n\n".join(kept) + "\n" if kept else ""
+
+
+# -----------------------------------------------------------------------------
+# 2. generate
+
+@dataclass(frozen=True)
+class Generation:
+    prompt_index: int   # which prompt it answers
+    text: str           # what the model wrote (special tokens dropped), up to <eos>
+    completion: str     # extract_completion(text): what the sandbox runs after the prompt
+    n_tokens: int       # tokens generated before <eos>, or until the stop or the limit
+    finish: str         # "eos", "stop" (a stop sequence) or "length" (max_new_tokens)
+    ids: tuple = ()     # the ids sampled, <eos> included when it ended the text: what RL scores
+    logprobs: tuple = ()  # the sampler's log-probability of each id (fast engines; () for "hf")
+
+
+def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
+    from transformers import StoppingCriteria, StoppingCriteriaList
+
+    class StopOnSequences(StoppingCriteria):
+        """Row i is finished once its generated text holds a stop sequence."""
+
+        def __call__(self, input_ids, scores, **kwargs):
+            texts = tokenizer.batch_decode(input_ids[:, width:], skip_special_tokens=True)
+            return torch.tensor([any(s in t for s in stop_sequences) for t in texts], device=input_ids.device)
+
+    return StoppingCriteriaList([StopOnSequences()] if stop_sequences else [])
+
+
+def pick_engine(model, engine: str | None, temperature: float) -> str:
+    """The engine a call samples with: `decode.ENGINES`, or None for the default.
+
+    The default: sampling on a CPU runs the fast engine (`course_lib.lm.decode`), where RL spends its
+    time; greedy decoding, and any run on a GPU, run Hugging Face's `generate`, so the book's greedy
+    pass@1 is one engine's number everywhere.
+    """
+    from course_lib.lm.decode import ENGINES, is_llama
+
+    if engine is None:
+        fast = temperature > 0 and model.device.type == "cpu" and is_llama(model)
+        return "fast" if fast else "hf"
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
+    if engine != "hf" and not is_llama(model):
+        raise ValueError(f"engine {engine!r} runs Llama-family models only; this is {type(model).__name__}: "
+                         "use engine='hf'")
+    return engine
+
+
+@torch.no_grad()
+def generate(model, tokenizer, prompts: Sequence[str], *, n_samples: int = 1, temperature: float = 0.0,
+             max_new_tokens: int = 128, stop_sequences: Sequence[str] = STOP_SEQUENCES, seed: int = 0,
+             batch_size: int = 64, progress: bool = False, engine: str | None = None) -> list[Generation]:
+    """n_samples generations per prompt (prompt-major order), greedy when temperature == 0.
+
+    Sampling draws from the model's full distribution at this temperature (no top-k,
+    no top-p), seeded with seed: the same call gives the same text. engine: "hf" (Hugging
+    Face's `generate`), "fast" or "fast-bf16" (`course_lib.lm.decode`), None: `pick_engine`'s default.
+    """
+    if temperature < 0:
+        raise ValueError(f"temperature must be >= 0 (0 is greedy), got {temperature}")
+    sample = temperature > 0
+    n = n_samples if sample else 1
+    limit = getattr(model.config, "max_position_embeddings", None)
+    encoded = [encode_prompt(tokenizer, p) for p in prompts]
+    if limit is not None:
+        too_long = [i for i, ids in enumerate(encoded) if len(ids) + max_new_tokens > limit]
+        if too_long:
+            raise ValueError(f"prompt {too_long[0]} has {len(encoded[too_long[0]])} tokens; with max_new_tokens="
+                             f"{max_new_tokens} it exceeds the model's {limit} positions")
+    engine = pick_engine(model, engine, temperature)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else tokenizer.eos_token_id
+    rows = [(i, ids) for i, ids in enumerate(encoded) for _ in range(n)]
+    was_training = model.training
+    model.eval()
+    if engine == "hf":
+        write = _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pad, seed)
+    else:
+        write = _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed,
+                             "bfloat16" if engine == "fast-bf16" else "float32")
+    out: list[Generation] = []
+    chunks = range(0, len(rows), batch_size)
+    for start in tqdm(chunks, desc="generating", disable=not progress, unit="batch"):
+        chunk = rows[start:start + batch_size]
+        for (i, _), (new, finish, logprobs) in zip(chunk, write([ids for _, ids in chunk])):
+            end = len(new) - (finish == "eos")
+            text = tokenizer.decode(new[:end], skip_special_tokens=True)
+            out.append(Generation(i, text, extract_completion(text, stop_sequences), end, finish, tuple(new),
+                                  tuple(logprobs)))
+    model.train(was_training)
+    return out
+
+
+def _hf_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, pad, seed):
+    """Rows of prompt ids -> (ids written, finish, ()) for each, by Hugging Face's `generate` (torch's global RNG)."""
+    from transformers import GenerationConfig
+
+    from course_lib.lm.decode import left_padded
+
+    sample = temperature > 0
+    config = GenerationConfig(max_new_tokens=max_new_tokens, do_sample=sample, num_beams=1,
+                              pad_token_id=pad, eos_token_id=tokenizer.eos_token_id,
+                              **({"temperature": temperature, "top_k": 0, "top_p": 1.0} if sample else {}))
+    torch.manual_seed(seed)
+
+    def write(chunk):
+        input_ids, attention_mask = left_padded(chunk, pad)
+        width = input_ids.shape[1]
+        generated = model.generate(input_ids=input_ids.to(model.device), attention_mask=attention_mask.to(model.device),
+                                   generation_config=config,
+                                   stopping_criteria=_stopping_criteria(tokenizer, width, stop_sequences))
+        for new in generated[:, width:].tolist():
+            end = next((j for j, t in enumerate(new) if t in (tokenizer.eos_token_id, pad)), len(new))
+            text = tokenizer.decode(new[:end], skip_special_tokens=True)
+            finish = ("eos" if end < len(new) and new[end] == tokenizer.eos_token_id
+                      else "stop" if any(s in text for s in stop_sequences) else "length")
+            yield (new[:end + 1] if finish == "eos" else new[:end]), finish, ()
+
+    return write
+
+
+def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, seed, precision):
+    """The same for `course_lib.lm.decode.sample`: one weight snapshot per call, its own seeded generator."""
+    from course_lib.lm import decode
+
+    snapshot = decode.Snapshot(model, precision)
+    generator = torch.Generator().manual_seed(seed)
+    text_of = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
+
+    def write(chunk):
+        for w in decode.sample(model, chunk, temperature=temperature, max_new_tokens=max_new_tokens,
+                               eos_id=tokenizer.eos_token_id, decode=text_of, stop_sequences=stop_sequences,
+                               generator=generator, snapshot=snapshot):
+            yield list(w.ids), w.finish, w.logprobs
+
+    return write
+
+
+# -----------------------------------------------------------------------------
+# 4. run and score
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k), as a stable product.
+
+    C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i): no factorials, no overflow.
+    """
+    if not (0 <= c <= n and 1 <= k <= n):
+        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
+    if n - c < k:  # every set of k samples holds a passing one
+        return 1.0
+    prod = 1.0
+    for i in range(n - c + 1, n + 1):
+        prod *= 1.0 - k / i
+    return 1.0 - prod
+
+
+def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) -> list[bool]:
+    """Whether task.program(completion) passes all of the task's tests, in the sandbox."""
+    return [bool(r.all_passed) for r in task_reports(tasks, completions, timeout=timeout)]
+
+
+def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float = 0.8, greedy: bool = True,
+             ks: Sequence[int] = (1, 5, 10), max_new_tokens: int = 128, style: str = "completion", seed: int = 0,
+             timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
+    """Greedy pass@1 and, from n_samples samples per task, the pass rate and pass@k, per split and near/far.
+
+    style: "completion", "instruct" or "chat" (`prompt_for`; the sandbox runs `answer_code`).
+
+    Keys: "{group}_greedy_pass@1", "{group}_pass_rate" (mean c/n), "{group}_pass@{k}", "{group}_tasks"
+    for group in train, val, val_near, val_far, test, ...; "avg_gen_len" (sampled) and
+    "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
+    """
+    tasks = list(tasks)
+    prompts = [prompt_for(t, style, tokenizer) for t in tasks]
+    stops = stop_sequences_for(style)
+    common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
+    rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
+    result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
+    if greedy:
+        gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
+        codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
+        passed = run_completions(tasks, codes, timeout=timeout)
+        for row, g, code, p in zip(rows, gens, codes, passed):
+            row.update(greedy_passed=p, greedy_completion=code, greedy_tokens=g.n_tokens, greedy_finish=g.finish)
+        result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
+    if n_samples:
+        gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
+        sampled_tasks = [tasks[g.prompt_index] for g in gens]
+        passed = run_completions(sampled_tasks, [answer_code(t, g.text, style) for t, g in zip(sampled_tasks, gens)],
+                                 timeout=timeout)
+        for i, row in enumerate(rows):
+            row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
+        result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
+    for group, members in split_groups(rows).items():
+        result[f"{group}_tasks"] = len(members)
+        if greedy:
+            result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)
+        if n_samples:
+            result[f"{group}_pass_rate"] = round(sum(r["c"] / r["n"] for r in members) / len(members), 4)
+            for k in ks:
+                if k <= n_samples:
+                    result[f"{group}_pass@{k}"] = round(
+                        sum(pass_at_k(r["n"], r["c"], k) for r in members) / len(members), 4)
+    result["per_task"] = rows
+    return result
+
+
+# -----------------------------------------------------------------------------
+# a model by name: `python -m course_lib eval --model NAME`
+
+def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | None = None,
+                   max_new_tokens: int = 256, humaneval: bool = False, device: str | None = None,
+                   batch_size: int = 32, progress: bool = False, n_samples: int = 0, temperature: float = 0.8,
+                   seed: int = 0) -> dict:
+    """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split, and with
+    n_samples > 0 the pass rate (pass@1 estimated from n_samples samples at temperature) and pass@k.
+
+    tasks: Tasks (default: the course's train, val and test); adapter: a LoRA folder written by
+    `llm` to put on the model first; style: "chat" for a model with a chat template, else
+    "completion" (the default picks by the tokenizer); humaneval: also the 164 HumanEval problems
+    (its `train` and `test` splits). Returns evaluate's keys plus the model's name and size.
+    """
+    if n_samples < 0 or temperature <= 0:  # before the model loads
+        raise ValueError(f"samples must be >= 0 and temperature > 0, got {n_samples} and {temperature}")
+    model, tokenizer = load_model(model_name, device, pretrain_if_missing=False)
+    parameters = sum(p.numel() for p in model.parameters())
+    if adapter is not None:
+        model = load_adapter(model, adapter)
+    style = style or ("chat" if getattr(tokenizer, "chat_template", None) else "completion")
+    common = dict(style=style, max_new_tokens=max_new_tokens, batch_size=batch_size, progress=progress,
+                  n_samples=n_samples, temperature=temperature, seed=seed)
+    result = evaluate(model, tokenizer, load_tasks() if tasks is None else tasks, **common)
+    if humaneval:
+        result["humaneval"] = evaluate(model, tokenizer, load_humaneval(), **common)
+    result.update(model_name=model_name, adapter=str(adapter) if adapter else None, parameters=parameters,
+                  device=str(model.device), machine=f"{model.device.type}, {os.cpu_count()} CPU cores")
+    return result
