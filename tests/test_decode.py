@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from course_lib.lm import decode, evaluation, llm, lm_policy, model_zoo
+from course_lib.lm import decode, evaluation, llm, lm_policy, model_zoo, protocol
 from course_lib.core import rl
 from course_lib.lm.llm import encode_prompt
 from course_lib.core.rollout import written_rollout
@@ -50,7 +50,7 @@ def kl_per_token(sampler_logits, learner, temperature):
 
 def test_greedy_ids_are_hugging_faces_through_lora_gqa_padding_and_stops(gqa_policy, prompts):
     model, tokenizer = gqa_policy
-    for stops in ((), evaluation.STOP_SEQUENCES):
+    for stops in ((), protocol.STOP_SEQUENCES):
         common = dict(temperature=0.0, max_new_tokens=24, stop_sequences=stops, batch_size=4)
         hf = evaluation.generate(model, tokenizer, prompts, engine="hf", **common)
         fast = evaluation.generate(model, tokenizer, prompts, engine="fast", **common)

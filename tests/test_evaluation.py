@@ -11,9 +11,10 @@ import torch
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
-from course_lib.lm import evaluation  # noqa: E402
-from course_lib.lm.evaluation import (Generation, extract_completion, extract_fenced_code, format_prompt,  # noqa: E402
-                                      pass_at_k, strip_thinking, truncate_at_stop)
+from course_lib.lm import evaluation, protocol  # noqa: E402
+from course_lib.lm.evaluation import Generation, pass_at_k  # noqa: E402
+from course_lib.lm.protocol import (extract_completion, extract_fenced_code, format_prompt, strip_thinking,  # noqa: E402
+                                    truncate_at_stop)
 from course_lib.tasks import Task, load_tasks  # noqa: E402
 
 
@@ -100,7 +101,7 @@ def test_extracted_completions_run_in_the_sandbox():
 
 def test_protocol_pieces():
     assert truncate_at_stop("abc\ndefault = 1", ["\ndef "]) == "abc\ndefault = 1"  # a name starting with def
-    assert truncate_at_stop("a\n#b\ndef c", evaluation.STOP_SEQUENCES) == "a"  # the earliest stop wins
+    assert truncate_at_stop("a\n#b\ndef c", protocol.STOP_SEQUENCES) == "a"  # the earliest stop wins
     assert truncate_at_stop("abc", ()) == "abc"
     assert strip_thinking("<think>a</think>x<think>b</think>y") == "xy"
     assert extract_fenced_code("no code here") is None
@@ -109,11 +110,11 @@ def test_protocol_pieces():
     assert format_prompt(task) == task.prompt
     instruct = format_prompt(task, "instruct")
     assert task.prompt in instruct and "<think>" in instruct and "```python" in instruct
-    assert evaluation.stop_sequences_for("instruct") == ()
+    assert protocol.stop_sequences_for("instruct") == ()
     with pytest.raises(ValueError, match="unknown prompt style"):
         format_prompt(task, "chat")  # a chat prompt is the model's own template: prompt_for with its tokenizer
     with pytest.raises(ValueError, match="needs the tokenizer of an instruct model"):
-        evaluation.prompt_for(task, evaluation.CHAT, tokenizer=object())
+        protocol.prompt_for(task, protocol.CHAT, tokenizer=object())
 
 
 # --- generation and scoring ---------------------------------------------------------------------
@@ -136,7 +137,7 @@ def test_stop_criterion_finishes_each_row_on_its_own(small_model):
             [1, 5] + tokenizer("    x = 1 + 2", add_special_tokens=False)["input_ids"]]
     n = max(map(len, rows))
     ids = torch.tensor([r + [0] * (n - len(r)) for r in rows])
-    (criterion,) = evaluation._stopping_criteria(tokenizer, width, evaluation.STOP_SEQUENCES)
+    (criterion,) = evaluation._stopping_criteria(tokenizer, width, protocol.STOP_SEQUENCES)
     assert criterion(ids, None).tolist() == [True, False]
 
 
@@ -222,43 +223,43 @@ This uses `math.sqrt` to take the square root of the sum of squares.
 
 
 def test_extract_function_keeps_imports_and_helpers_and_drops_calls():
-    code = evaluation.extract_function(ANSWER_WITH_PROSE, "norm")
+    code = protocol.extract_function(ANSWER_WITH_PROSE, "norm")
     assert code == ("import math\n\ndef _square(x):\n    return x * x\n\n"
                     "def norm(v):\n    return math.sqrt(sum(_square(x) for x in v))\n")
 
 
 def test_extract_function_without_a_fence_cuts_the_prose_around_the_code():
     text = "The answer is\ndef add(a, b):\n    return a + b\nThis adds a and b, then returns the sum.\n"
-    assert evaluation.extract_function(text, "add") == "def add(a, b):\n    return a + b\n"
+    assert protocol.extract_function(text, "add") == "def add(a, b):\n    return a + b\n"
 
 
 def test_extract_function_picks_the_block_that_defines_the_entry_point():
     text = ("Example use:\n```python\nprint(add(1, 2))\n```\n"
             "The function:\n```python\n@staticmethod_like\ndef add(a, b):\n    return a + b\n```\n")
-    assert evaluation.extract_function(text, "add") == "@staticmethod_like\ndef add(a, b):\n    return a + b\n"
+    assert protocol.extract_function(text, "add") == "@staticmethod_like\ndef add(a, b):\n    return a + b\n"
 
 
 def test_extract_function_with_two_functions_keeps_both():
     text = "```python\ndef is_even(n):\n    return n % 2 == 0\n\ndef evens(xs):\n    return [x for x in xs if is_even(x)]\n```"
-    code = evaluation.extract_function(text, "evens")
+    code = protocol.extract_function(text, "evens")
     assert "def is_even(n)" in code and "def evens(xs)" in code
 
 
 def test_extract_function_never_renames_a_wrong_function_so_the_tests_fail():
     task = Task(id="t", split="train", prompt='def add(a, b):\n    """Return a + b."""\n', solution="    return a + b\n",
                 entry_point="add", tests=("assert add(1, 2) == 3",), family="toy")
-    code = evaluation.extract_function("```python\ndef plus(a, b):\n    return a + b\n```", "add")
+    code = protocol.extract_function("```python\ndef plus(a, b):\n    return a + b\n```", "add")
     assert code == "def plus(a, b):\n    return a + b\n"
     assert evaluation.run_completions([task], [code]) == [False]  # the prompt's stub is still `add`
-    good = evaluation.extract_function("```python\ndef add(a, b):\n    return a + b\n```", "add")
+    good = protocol.extract_function("```python\ndef add(a, b):\n    return a + b\n```", "add")
     assert evaluation.run_completions([task], [good]) == [True]
 
 
 def test_extract_function_of_a_cut_off_or_empty_answer():
     cut = "```python\ndef add(a, b):\n    return a + b\n\ndef other(x):\n    return ("
-    assert evaluation.extract_function(cut, "add") == "def add(a, b):\n    return a + b\n"
-    assert evaluation.extract_function("I cannot help with that.", "add") == ""
-    assert evaluation.extract_function("<think>def add(a, b): pass</think>no code", "add") == ""
+    assert protocol.extract_function(cut, "add") == "def add(a, b):\n    return a + b\n"
+    assert protocol.extract_function("I cannot help with that.", "add") == ""
+    assert protocol.extract_function("<think>def add(a, b): pass</think>no code", "add") == ""
 
 
 def test_a_gain_over_seeds_counts_only_beyond_the_t_interval():

@@ -21,7 +21,7 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from types import SimpleNamespace  # noqa: E402
 
-from course_lib.lm import evaluation, llm, llm_rl, llm_teacher, lm_policy, model_zoo  # noqa: E402
+from course_lib.lm import llm, llm_rl, llm_teacher, lm_policy, model_zoo, protocol  # noqa: E402
 from course_lib.core import losses, rl
 from course_lib.core.advantages import group_advantages
 from course_lib import sandbox
@@ -164,7 +164,7 @@ def test_chat_style_rollouts_prompt_through_the_template_and_score_the_extracted
                 text = (f"Sure:\n```python\ndef {pool[i].entry_point}(*args):\n    return {j}\n```\n"
                         f"print({pool[i].entry_point}(1))\nThat is all.")
                 ids = tuple(tokenizer(text, add_special_tokens=False)["input_ids"]) + (tokenizer.eos_token_id,)
-                out.append(evaluation.Generation(i, text, evaluation.extract_completion(text, ()), len(ids) - 1,
+                out.append(evaluation.Generation(i, text, protocol.extract_completion(text, ()), len(ids) - 1,
                                                  "eos", ids))
         return out
 
@@ -200,9 +200,9 @@ def test_teacher_grpo_in_the_chat_style_learns_the_fenced_function_after_the_cha
     train = [t for t in pool if t.split == "train"]
     assert len(examples) == len(train)  # every train reference solution passes; no val task is asked
     first = next(t for t in train if examples[0].source == f"teacher:{t.id}")
-    assert examples[0].prompt == evaluation.chat_prompt(first, tokenizer)
+    assert examples[0].prompt == protocol.chat_prompt(first, tokenizer)
     assert examples[0].target.startswith("```python\ndef ") and "<think>" not in examples[0].target
-    assert evaluation.extract_function(examples[0].target, first.entry_point).startswith(f"def {first.entry_point}")
+    assert protocol.extract_function(examples[0].target, first.entry_point).startswith(f"def {first.entry_point}")
     history = llm_rl.train_rl(model, tokenizer, train, method="teacher-grpo", style="chat", steps=1,
                               prompts_per_step=4, group_size=2, max_new_tokens=8, progress=False)
     assert history[0]["teacher_examples"] == 4  # one verified answer for each of the step's four train tasks

@@ -11,7 +11,7 @@ from http.server import BaseHTTPRequestHandler, HTTPServer
 
 import pytest
 
-from course_lib.lm.evaluation import extract_completion, extract_thinking, format_prompt
+from course_lib.lm.protocol import extract_completion, extract_thinking, format_prompt
 from course_lib.tasks import load_tasks
 from course_lib.lm.teacher_server import UNKNOWN_ANSWER, TeacherServer, answers_from, chat_prompt
 

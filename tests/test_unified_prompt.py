@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from course_lib.lm.evaluation import (INSTRUCT_TEMPLATE, extract_completion, extract_fenced_code,
-                                      extract_thinking, format_prompt, format_response, run_completions,
-                                      stop_sequences_for, strip_thinking)
+from course_lib.lm.protocol import (INSTRUCT_TEMPLATE, extract_completion, extract_fenced_code,
+                                    extract_thinking, format_prompt, format_response, stop_sequences_for,
+                                    strip_thinking)
+from course_lib.lm.evaluation import run_completions
 from course_lib.tasks import load_tasks
 
 CODE = "def add(a, b):\n    return a + b\n"

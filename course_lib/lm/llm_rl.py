@@ -47,7 +47,8 @@ from course_lib.runs import check_same_settings, save_run_state
 from course_lib.config import option, override, require
 from course_lib.core.rollout import Episode
 from course_lib.lm.decode import ENGINES
-from course_lib.lm.evaluation import CHAT, STYLES, answer_code, generate, prompt_for, stop_sequences_for
+from course_lib.lm.evaluation import generate
+from course_lib.lm.protocol import CHAT, STYLES, answer_code, prompt_for, stop_sequences_for
 from course_lib.lm.llm import _to, encode_prompt, sft_batch
 from course_lib.lm.llm_teacher import OfflineTeacher, Teacher, teacher_examples
 from course_lib.lm.lm_policy import LMActor, value_head_for
@@ -139,7 +140,7 @@ def rollout_pool(tasks, splits: Sequence[str]) -> list:
 # 2. reward and 3. advantages
 
 def test_reports(tasks: Sequence, texts: Sequence[str], style: str, timeout: float = 2.0) -> list:
-    """Run the function each answer holds (`evaluation.answer_code`) against its task's tests, in the sandbox."""
+    """Run the function each answer holds (`protocol.answer_code`) against its task's tests, in the sandbox."""
     return task_reports(tasks, [answer_code(t, text, style) for t, text in zip(tasks, texts)], timeout=timeout)
 
 

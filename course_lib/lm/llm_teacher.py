@@ -16,8 +16,9 @@ import urllib.error
 import urllib.request
 from typing import Protocol
 
-from course_lib.lm.evaluation import (CHAT, STYLES, answer_code, extract_completion, format_prompt,
-                                      format_response, prompt_for, run_completions, stop_sequences_for)
+from course_lib.lm.protocol import (CHAT, STYLES, answer_code, extract_completion, format_prompt,
+                                    format_response, prompt_for, stop_sequences_for)
+from course_lib.lm.evaluation import run_completions
 from course_lib.corpus import Example, held_out_solutions
 
 class Teacher(Protocol):
@@ -31,7 +32,7 @@ class Teacher(Protocol):
 
 def teacher_response(task, style: str, thinking: str = "") -> str:
     """A reference solution written as the student must write it: the body alone after a
-    completion prompt; the whole function in a ```python block (`evaluation.format_response`),
+    completion prompt; the whole function in a ```python block (`protocol.format_response`),
     after <think>...</think> for the instruct style, alone for the chat style."""
     if style == "completion":
         return task.solution
@@ -54,7 +55,7 @@ class HTTPTeacher:
     url: the endpoint (".../v1/completions" or ".../v1/chat/completions") or the server's
     base ("http://localhost:8000"), which picks /v1/completions for style "completion" and
     /v1/chat/completions for "instruct". The answer's text goes through the same extraction
-    as the student's (`evaluation.extract_completion`); an answer with no code is None.
+    as the student's (`protocol.extract_completion`); an answer with no code is None.
     extra: more fields for the request body, e.g. {"chat_template_kwargs": {"enable_thinking": True}}.
     """
 
@@ -127,7 +128,7 @@ def teacher_examples(teacher: Teacher, tasks, *, verify: bool = True, timeout: f
     """The teacher's answers for the TRAIN tasks among tasks, as SFT examples (prompt -> answer).
 
     Only train tasks are asked. With verify, an answer is kept only if the code the sandbox would
-    run for it (`evaluation.answer_code`, as for the student's samples) passes the task's tests
+    run for it (`protocol.answer_code`, as for the student's samples) passes the task's tests
     (the teacher-guided GRPO README kept only valid code). Raises if an answer holds a val/test
     reference solution. tokenizer: the student's, needed for the chat style (its chat template).
     """

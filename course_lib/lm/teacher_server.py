@@ -252,7 +252,7 @@ def answers_from(teacher, tasks) -> Callable[[str], str]:
     once, here, for all tasks. A prompt it has no answer for (a val or test task, for the
     offline teacher) gets UNKNOWN_ANSWER, a reply that holds no code.
     """
-    from course_lib.lm.evaluation import format_prompt  # transformers is heavy: the server itself does not need it
+    from course_lib.lm.protocol import format_prompt  # transformers is heavy: the server itself does not need it
 
     tasks = list(tasks)
     table = {format_prompt(t, teacher.style): a for t, a in zip(tasks, teacher.solutions(tasks)) if a}

@@ -4,7 +4,7 @@ TRL (Hugging Face's Transformer Reinforcement Learning library) trains the same 
 same LoRA and the same reward; only the loop is TRL's. Three pieces connect the two:
 
     sandbox_reward(tasks, style)   TRL's reward-function signature around the course's reward: the
-                                   answer's function (`evaluation.answer_code`) run against the task's
+                                   answer's function (`protocol.answer_code`) run against the task's
                                    tests in the sandbox (`llm_rl.test_reports`), 1 if every test passes
     trl_settings(config)           the course's `llm_rl.RLConfig` written as `trl.GRPOConfig` fields,
                                    one per knob, with TRL's own default beside each where it differs
@@ -22,7 +22,7 @@ import tempfile
 from typing import Sequence
 
 from course_lib.core import rl
-from course_lib.lm.evaluation import prompt_for
+from course_lib.lm.protocol import prompt_for
 from course_lib.lm.llm_rl import RLConfig, rollout_pool, test_reports
 
 # TRL's GRPOConfig fields that the course's RLConfig sets, and TRL's default for each (trl 1.16.0),
