@@ -134,16 +134,9 @@ def _make(name: str, args: str, ret: str, doc: str, body: str) -> Variant:
     return Variant(name, prompt, solution, _arity(prompt))
 
 
-def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_constants: int) -> list[Variant]:
+def _number_families(pick, _variant, ks) -> list[Variant]:
+    """Numbers transformed, one at a time and over a list; sums of named sequences."""
     out = []
-    ks = list(range(1, 10)) + sorted(rng.sample(range(10, 100), extra_constants))
-
-    def pick(pool):  # an argument name: the pool's first (the train tasks' own) unless vary_args
-        return rng.choice(pool) if vary_args else pool[0]
-
-    def _variant(name, args, ret, doc, body):  # with a generic name drawn now and then
-        return _make(rng.choice(_GENERIC_NAMES) if rng.random() < generic_names else name, args, ret, doc, body)
-
     for phrase, code, name in _transforms(ks) + _TRANSFORMS:
         v, xs, y = pick(_NUMBER_ARGS), pick(_LIST_ARGS), pick("xyvn")
         out.append(_variant(name, f"{v}: int", "int", f"Return {v} {phrase}.", f"return {code.format(v=v)}"))
@@ -155,6 +148,12 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
         out.append(_variant(f"sum_of_{noun.split()[0].rstrip(',')}", f"{xs}: list", "int",
                             f"Return the sum of the {noun} of the numbers in {xs}.",
                             f"return sum({code.format(v=y)} for {y} in {xs})"))
+    return out
+
+
+def _condition_families(pick, _variant, ks) -> list[Variant]:
+    """Tests of a number, and of a list's numbers; classes of characters in a text."""
+    out = []
     for phrase, code, name in _CONDITIONS + _conditions(ks):
         v, xs, y = pick(_NUMBER_ARGS), pick(_LIST_ARGS), pick("xyvn")
         out.append(_variant(f"is_{name}", f"{v}: int", "bool", f"Return True if {v} is {phrase}, otherwise False.",
@@ -168,6 +167,12 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
         fill = dict(s=s, c=c, plural=plural, singular=singular, name=name, test=code.format(c=c))
         for fname, ret, doc, body in _CHAR_CLASS_FAMILIES:
             out.append(_variant(fname.format(**fill), f"{s}: str", ret, doc.format(**fill), body.format(**fill)))
+    return out
+
+
+def _text_families(pick, _variant, ks) -> list[Variant]:
+    """Greetings, formatted pairs and joined lists."""
+    out = []
     for word in _WORDS:
         arg = pick(["name", "who", "person", "friend"])
         out.append(_variant(f"say_{word.lower().replace(' ', '_')}", f"{arg}: str", "str",
@@ -182,6 +187,12 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
         out.append(_variant(f"join_{words}", f"{words}: list", "str",
                             f"Return the {words} joined into one string with '{sep}' between each pair.",
                             f'return "{sep}".join({words})'))
+    return out
+
+
+def _pair_families(pick, _variant, ks) -> list[Variant]:
+    """Two numbers: arithmetic, comparisons, the larger or smaller."""
+    out = []
     for a, b in [("a", "b"), ("x", "y"), ("m", "n")]:
         for phrase, code, name in [("the sum of", "+", "add"), ("the product of", "*", "mul"),
                                    ("the difference of", "-", "diff")]:
@@ -195,6 +206,12 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
             out.append(_variant(f"pick_{a}_{b}", f"{a}: int, {b}: int", "int",
                                 f"Return the {phrase} of {a} and {b} without using {avoid}().",
                                 f"return {a} if {a} {op} {b} else {b}"))
+    return out
+
+
+def _sequence_families(pick, _variant, ks) -> list[Variant]:
+    """Slices and methods of a text, facts of a list, sums up to n and running totals."""
+    out = []
     for s in _TEXT_ARGS:
         for phrase, code, name in [("the first n characters of {s} (all of {s} if it is shorter)", "{s}[:n]", "head"),
                                    ("the last n characters of {s}, for n >= 1 (all of {s} if it is shorter)",
@@ -245,6 +262,21 @@ def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_c
             out.append(_variant(f"running_{phrase.split()[1]}", f"{xs}: list", "list", f"Return the {phrase} of {xs}.",
                                 f"acc = {start}\nout = []\nfor x in {xs}:\n    acc {op} x\n    out.append(acc)\n"
                                 f"return out"))
+    return out
+
+
+def _generate(rng: random.Random, generic_names: float, vary_args: bool, extra_constants: int) -> list[Variant]:
+    ks = list(range(1, 10)) + sorted(rng.sample(range(10, 100), extra_constants))
+
+    def pick(pool):  # an argument name: the pool's first (the train tasks' own) unless vary_args
+        return rng.choice(pool) if vary_args else pool[0]
+
+    def _variant(name, args, ret, doc, body):  # with a generic name drawn now and then
+        return _make(rng.choice(_GENERIC_NAMES) if rng.random() < generic_names else name, args, ret, doc, body)
+
+    out = []
+    for family in (_number_families, _condition_families, _text_families, _pair_families, _sequence_families):
+        out += family(pick, _variant, ks)  # in this order: rng's draws are those of one long loop
     return out
 
 
