@@ -9,6 +9,11 @@ import os
 import statistics
 from pathlib import Path
 
+if __package__:  # imported as benchmarks._common
+    from .schema import HEADER_FIELDS, SCHEMA_VERSION
+else:  # a script's `from _common import ...`, with benchmarks/ on sys.path
+    from schema import HEADER_FIELDS, SCHEMA_VERSION
+
 
 def stats(values) -> dict:
     """Mean, sample standard deviation and the values themselves (None values are left out)."""
@@ -45,12 +50,10 @@ def provenance(pretrained) -> dict:
             f"{os.cpu_count()} cores"}
 
 
-SCHEMA_VERSION = 1
-
-
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float) -> dict:
-    """The fields every new record starts with: what made it (script, command, code revision, library
-    versions), with which settings, on what, when and in how long. The caller adds rows and a summary."""
+    """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what
+    made it (script, command, code revision, library versions), with which settings, on what, when and in
+    how long. The caller adds the rows (runs) and the summary; schema.validate checks the whole record."""
     import platform
     import subprocess
     import sys
@@ -72,9 +75,12 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
             versions[name] = __import__(name).__version__
         except ImportError:
             pass
-    return {"schema_version": SCHEMA_VERSION, "script": script, "command": " ".join(["python", script]),
-            "code_revision": git("rev-parse", "HEAD"), "uncommitted_changes": bool(git("status", "--porcelain",
-                                                                                       "course_lib")),
-            "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
-            "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
-            "versions": versions, "config": config, "seconds": round(seconds, 1)}
+    record = {"schema_version": SCHEMA_VERSION, "script": script, "command": " ".join(["python", script]),
+              "code_revision": git("rev-parse", "HEAD"), "uncommitted_changes": bool(git("status", "--porcelain",
+                                                                                         "course_lib")),
+              "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+              "versions": versions, "config": config, "seconds": round(seconds, 1)}
+    if tuple(record) != HEADER_FIELDS:
+        raise AssertionError(f"new_record writes {tuple(record)}, benchmarks/schema.py says {HEADER_FIELDS}")
+    return record

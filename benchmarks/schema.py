@@ -1,0 +1,570 @@
+"""The one record format: the fields every benchmark record carries, a check of them, and of whether a
+record is older than a change to the code it was made with.
+
+A *record* is a JSON file under notebooks/data/ or benchmarks/records/ that a chapter or a Results page
+reads (every ``*.json`` there, in subfolders too, except PEFT's ``adapter_config.json`` files, which are
+adapter weights' settings, not records). A record written today starts from
+``benchmarks/_common.new_record``, which writes the header fields below in this order; the script adds the
+rows and the summary:
+
+    schema_version        SCHEMA_VERSION, the version of this format
+    script                the script that wrote it, relative to the repository root (benchmarks/NAME.py)
+    command               the command that remakes it
+    code_revision         the git commit it was made at (40 hex digits)
+    uncommitted_changes   whether course_lib/ had uncommitted changes then (true: its code was not that commit's)
+    date                  the day it was made (YYYY-MM-DD)
+    machine               the processor (and GPU) it ran on
+    device                torch's device: cpu, cuda, cuda:0, ...
+    cpu_capability        torch's CPU kernels (torch.backends.cpu.get_cpu_capability(): AVX512, AVX2, ...)
+    threads               torch's threads
+    versions              library versions: python and torch at least (transformers, peft where installed)
+    config                the settings its runs used
+    seconds               the wall time it took, in seconds
+    runs                  its rows: one per seed (or per setting measured), each a dict
+    summary               what the rows add up to (a dict)
+
+and, where it started from committed checkpoint files, ``pretrained_sha256`` (their SHA-256 by
+``course_lib.runs.file_sha256``, with ``pretrained``, a path, or ``start``, a list of paths, naming them).
+
+``validate(record)`` lists what is wrong with a record (nothing: it is valid). Records made before this
+format are listed in LEGACY with what they lack and the command that remakes them; tests/test_record_schema.py
+checks that every record validates or is listed, and that every listed file exists.
+
+Staleness. A record that names its code_revision is stale when the code it depends on changed since that
+commit. The rule (``changed_since``): the code a record depends on is its script plus every course_lib
+module the script imports, directly or through other course_lib modules, as the files are now (the
+working tree); it changed when one of their top-level definitions (a function, a class, an assignment, any
+other statement) has no identical twin of the same name anywhere in course_lib (for the script: in the
+script) at code_revision. Two definitions are identical when their source is the same once imports,
+docstrings, comments, blank lines and the module part of qualified names (``course_lib.lm.decode.sample``,
+``decode.sample`` where ``decode`` is an imported course_lib module: ``sample``) are left out, so moving a
+file (``git mv``), moving a definition to another module, or changing only its imports, the module its
+callers name, its docstrings or comments is no change; anything else is, even a renamed variable or an
+error message. A stale record fails the test unless STILL_VALID lists each changed
+definition, with the fingerprint it was reviewed at and why the record still holds; a definition changed
+again after the review fails again. Records without a code_revision cannot be checked this way: they are in
+LEGACY, which says so. Not covered: code outside course_lib and the script (benchmarks/_common.py,
+book_tools), the task files under tasks/, and the installed libraries (the record's versions say which).
+
+    python benchmarks/schema.py                     each record: valid, LEGACY, or what is wrong with it
+    python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
+"""
+
+from __future__ import annotations
+
+import ast
+import datetime
+import hashlib
+import io
+import re
+import subprocess
+import tokenize
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+SCHEMA_VERSION = 1
+
+# name -> what it is; new_record (benchmarks/_common.py) writes HEADER_FIELDS, in this order, and nothing else
+HEADER = {
+    "schema_version": "the version of this format (SCHEMA_VERSION)",
+    "script": "the script that wrote it, relative to the repository root (benchmarks/NAME.py)",
+    "command": "the command that remakes it",
+    "code_revision": "the git commit it was made at (40 hex digits)",
+    "uncommitted_changes": "whether course_lib/ had uncommitted changes when it was made",
+    "date": "the day it was made (YYYY-MM-DD)",
+    "machine": "the processor (and GPU) it ran on",
+    "device": "torch's device (cpu, cuda, cuda:0, ...)",
+    "cpu_capability": "torch's CPU kernels (AVX512, AVX2, ...)",
+    "threads": "torch's threads",
+    "versions": "library versions: python and torch at least",
+    "config": "the settings its runs used",
+    "seconds": "the wall time it took, in seconds",
+}
+BODY = {
+    "runs": "its rows, one per seed (or per setting measured), each a dict",
+    "summary": "what the rows add up to (a dict)",
+}
+HEADER_FIELDS = tuple(HEADER)
+REQUIRED_FIELDS = HEADER_FIELDS + tuple(BODY)
+
+_HEX40, _HEX64 = re.compile(r"[0-9a-f]{40}"), re.compile(r"[0-9a-f]{64}")
+
+
+def _text(v):
+    return None if isinstance(v, str) and v.strip() else "expected a non-empty string"
+
+
+def _check_script(v):
+    if not isinstance(v, str) or not re.fullmatch(r"benchmarks/[\w-]+\.py", v):
+        return "expected the script's path from the repository root, benchmarks/NAME.py"
+    return None if (ROOT / v).is_file() else f"{v} does not exist"
+
+
+def _check_date(v):
+    try:
+        datetime.date.fromisoformat(v)
+    except (TypeError, ValueError):
+        return "expected a date YYYY-MM-DD"
+    return None
+
+
+def _check_versions(v):
+    if not isinstance(v, dict):
+        return "expected a dict of library -> version"
+    missing = [k for k in ("python", "torch") if not isinstance(v.get(k), str)]
+    return f"no version of {', '.join(missing)}" if missing else None
+
+
+def _check_runs(v):
+    if not isinstance(v, list) or not v:
+        return "expected a non-empty list of rows"
+    return None if all(isinstance(r, dict) for r in v) else "expected every row to be a dict"
+
+
+_CHECKS = {
+    "schema_version": lambda v: None if v == SCHEMA_VERSION else f"expected {SCHEMA_VERSION}",
+    "script": _check_script,
+    "command": _text,
+    "code_revision": lambda v: (None if isinstance(v, str) and _HEX40.fullmatch(v)
+                                else "expected a git commit (40 hex digits)"),
+    "uncommitted_changes": lambda v: None if isinstance(v, bool) else "expected true or false",
+    "date": _check_date,
+    "machine": _text,
+    "device": _text,
+    "cpu_capability": _text,
+    "threads": lambda v: (None if isinstance(v, int) and not isinstance(v, bool) and v > 0
+                          else "expected a positive whole number"),
+    "versions": _check_versions,
+    "config": lambda v: None if isinstance(v, dict) and v else "expected a non-empty dict",
+    "seconds": lambda v: (None if isinstance(v, (int, float)) and not isinstance(v, bool) and v >= 0
+                          else "expected a number of seconds >= 0"),
+    "runs": _check_runs,
+    "summary": lambda v: None if isinstance(v, dict) and v else "expected a non-empty dict",
+}
+assert tuple(_CHECKS) == REQUIRED_FIELDS
+
+
+def validate(record: dict) -> list[str]:
+    """What is wrong with `record`, one line per problem, each naming the field; [] when it is valid."""
+    if not isinstance(record, dict):
+        return [f"record: expected a JSON object, got {type(record).__name__}"]
+    problems = []
+    for name in REQUIRED_FIELDS:
+        if name not in record:
+            problems.append(f"{name}: missing ({(HEADER | BODY)[name]})")
+        elif (problem := _CHECKS[name](record[name])) is not None:
+            problems.append(f"{name}: {problem}, got {record[name]!r:.80}")
+    if "pretrained_sha256" in record:
+        if not (isinstance(record["pretrained_sha256"], str) and _HEX64.fullmatch(record["pretrained_sha256"])):
+            problems.append("pretrained_sha256: expected a SHA-256 (64 hex digits)")
+        if not (isinstance(record.get("pretrained"), str) or isinstance(record.get("start"), list)):
+            problems.append("pretrained_sha256: no `pretrained` (a path) or `start` (a list of paths) names its files")
+    return problems
+
+
+RECORD_DIRS = ("notebooks/data", "benchmarks/records")
+NOT_RECORDS = ("adapter_config.json",)  # PEFT's settings beside saved adapter weights
+
+
+def record_files(root: Path = ROOT) -> list[Path]:
+    """Every record: each *.json under RECORD_DIRS (subfolders too) but NOT_RECORDS."""
+    return sorted(p for d in RECORD_DIRS for p in (root / d).rglob("*.json") if p.name not in NOT_RECORDS)
+
+
+# Records made before this format, which do not validate (validate() says which fields each lacks): path ->
+# what kind of record it is, what it keeps under other names, and the command that remakes it (in this format
+# once its script writes it with new_record). None names the commit it was made at, so none can be checked for
+# staleness: each is as valid as its own checks make it (the SHA-256 of the checkpoint it started from where it
+# has one, which tests/test_records.py checks against the committed checkpoint).
+_NO_REVISION = "no code_revision, date or versions (made before new_record)"
+_GRU_STUDY = (f"{_NO_REVISION}; has script, machine and pretrained_sha256; no device or threads; settings as "
+              "base_config, wall time as total_seconds, rows as metrics/per_task (no runs list)")
+_SMOLLM2_CPU = (f"{_NO_REVISION}; has script, machine, python and torch_threads; no device (the CPU); settings as "
+                "rl/greedy/sampled/lora, wall time as wall_seconds; runs but no summary")
+_VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docstring gives the options): no header at "
+                 f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
+LEGACY = {
+    # chapters 4-8: the GRU
+    "notebooks/data/explore_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/explore_ablation.py",
+    "notebooks/data/gru_methods.json": f"{_GRU_STUDY}. Remake: python benchmarks/gru_methods.py",
+    "notebooks/data/lambda_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/lambda_ablation.py",
+    "notebooks/data/teacher_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/teacher_ablation.py",
+    "notebooks/data/reward_ablation.json":
+        f"{_NO_REVISION}; no script field (benchmarks/reward_ablation.py writes machine and pretrained_sha256 but "
+        "not its own name); no device or threads; settings as settings, rows as metrics/per_task (no runs list). "
+        "Remake: python benchmarks/reward_ablation.py",
+    "notebooks/data/ppo_benchmark.json":
+        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary. "
+        "Remake: python benchmarks/ppo_benchmark.py",
+    "notebooks/data/ppo_from_copying_start.json":
+        f"no header at all, {_NO_REVISION}: only seeds and runs (a dict by seed, each with its wall_seconds), no "
+        "summary. Remake: python benchmarks/ppo_from_copying_start.py",
+    "notebooks/data/variants_pretraining.json":
+        f"no header at all, {_NO_REVISION}, no script, machine or device: settings, counts and results, wall time as "
+        "pretrain_seconds. Remake: python benchmarks/variants_pretraining.py",
+    "notebooks/data/variants_gpu/same_data_seed0.json":
+        f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 240 "
+        "--out notebooks/data/variants_gpu/same_data_seed0.json",
+    **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json":
+       f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 100 "
+       f"--hidden-dim 512 --extra-constants 40 --seed {n} --out notebooks/data/variants_gpu/two_digit_seed{n}.json"
+       for n in (0, 1, 2)},
+    "benchmarks/records/gru_ppo_cuda.json":
+        "made by hand on a GPU from the commands it lists (python -m course_lib ppo ... --device cuda, resumed "
+        "across devices), no script: no schema_version, code_revision, date, device, config or wall time; has "
+        "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it. "
+        "Remake: its commands, on a GPU",
+    # chapters 9-11: the language models
+    "notebooks/data/llm_rl_benchmark.json":
+        f"{_NO_REVISION}; has script, machine, python, and start with pretrained_sha256 (chapter 9's tiny coder, "
+        "checked by tests/test_records.py); no device; settings as common/methods/variants/eval/lora, wall time "
+        "as wall_seconds; runs but no summary. Remake: python benchmarks/llm_rl_benchmark.py",
+    "notebooks/data/smollm2_rl.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_rl.py",
+    "notebooks/data/smollm2_ppo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_methods.py ppo",
+    "notebooks/data/smollm2_reinforce.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_methods.py reinforce",
+    "notebooks/data/trl_grpo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/trl_grpo.py",
+    "notebooks/data/smollm2_teacher_grpo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_teacher_grpo.py",
+    "notebooks/data/smollm2_humaneval_rl.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_humaneval_rl.py",
+    "notebooks/data/smollm2_humaneval_problems.json":
+        f"{_NO_REVISION}; has script, machine and torch_threads; no device, no wall time; runs (the seeds of "
+        "smollm2_humaneval_rl.json re-run, per HumanEval test problem) but no summary. "
+        "Remake: python benchmarks/smollm2_humaneval_problems.py",
+    "notebooks/data/smollm2_rl_humaneval.json":
+        f"{_NO_REVISION}; has script, machine and torch_threads; no device, no wall time; runs (the seeds of "
+        "smollm2_rl.json re-run, per HumanEval test problem) but no summary. "
+        "Remake: python benchmarks/smollm2_humaneval_problems.py --protocol course --samples 10",
+    "notebooks/data/smollm2_gpu_long.json":
+        "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
+        "python/torch/transformers, wall time as wall_seconds; runs but no summary. Remake on a GPU: "
+        "python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir notebooks/data/smollm2_gpu_long_adapter",
+    "notebooks/data/smollm2_gpu_seeds.json":
+        "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
+        "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary. Remake on a GPU: "
+        "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)",
+    "notebooks/data/smollm2_start_sampled.json":
+        f"written by the course's eval command, not by a script: {_NO_REVISION}, no script, command or wall time; "
+        "has machine and device; settings as top-level n_samples/temperature/max_new_tokens. Remake (chapter 10 "
+        "gives it): python -m course_lib eval --model smollm2-135m-instruct --humaneval --samples 10 "
+        "--max-new-tokens 128 --out notebooks/data/smollm2_start_sampled.json",
+    "benchmarks/records/smollm2_start_eval.json":
+        f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
+        "wall time; has machine and device. Remake: python -m course_lib eval --model smollm2-135m-instruct "
+        "--humaneval --out benchmarks/records/smollm2_start_eval.json",
+    "notebooks/data/teacher_grpo_benchmark.json":
+        f"{_NO_REVISION}; no script, machine or device; settings as settings, wall time as wall_seconds; runs but "
+        "no summary. Remake: python benchmarks/teacher_grpo_benchmark.py",
+    "benchmarks/records/scoring_benchmark.json":
+        f"{_NO_REVISION}; has script, machine, python and threads; no device or total wall time (each row has its "
+        "seconds); rows as rows, no summary. Remake: python benchmarks/scoring_benchmark.py",
+    "benchmarks/records/smollm2_step_time.json":
+        f"{_NO_REVISION}; has script, machine and torch_threads; no device or wall time; settings as rl/lora; runs a "
+        "dict keyed by how the reference is scored, summary as mean/same_step. "
+        "Remake: python benchmarks/smollm2_step_time.py",
+    # the batch's kernel client: checks of the book's tooling, not training records
+    "benchmarks/records/widget_stress-course.json":
+        f"a stall count of the batch's kernel client: {_NO_REVISION}, no script, command or machine (device says "
+        "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client course",
+    "benchmarks/records/widget_stress-stock.json":
+        f"a stall count of papermill's kernel client: {_NO_REVISION}, no script, command or machine (device says "
+        "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client stock",
+    "benchmarks/records/widget_stress-plain-stock.json":
+        f"a count of plain papermill runs of chapter 6: {_NO_REVISION} (versions as packages, no torch), no script "
+        "or device; has command and machine; rows as chapters. "
+        "Remake: python benchmarks/widget_stress.py --plain 100 --only 06 --stall-s 30",
+    "benchmarks/records/widget_stress-plain-stock-capturing.json":
+        f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
+        f"it): {_NO_REVISION} (versions as packages, no torch), no script or device; has command and machine; "
+        "rows as chapters. Remake: its command field",
+}
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Staleness: has the code a record depends on changed since its code_revision?
+
+class NoHistory(Exception):
+    """No git here, or not the record's commit (a tarball, a shallow clone): staleness cannot be checked."""
+
+
+def _git(*args: str, stdin: str | None = None) -> str:
+    try:
+        done = subprocess.run(["git", "-C", str(ROOT), *args], input=stdin, capture_output=True, text=True)
+    except OSError as e:
+        raise NoHistory(f"git cannot run: {e}") from e
+    if done.returncode:
+        raise NoHistory(f"git {' '.join(args[:2])} failed: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def _fingerprint(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:12]
+
+
+def definitions(source: str, is_module=None) -> dict[str, str]:
+    """A module's top-level definitions: name -> fingerprint of its source without imports, docstrings,
+    comments, blank lines and the module part of qualified names (so the same on every Python version).
+    The module part: `course_lib.lm.decode.` anywhere, and `decode.` where the module imports a course_lib
+    module under that name (`from course_lib.lm import decode`; is_module(dotted name) says which names
+    are modules, not functions). Statements without a name (an `if`, a call) are named by their
+    fingerprint; a module that does not parse is one definition, its text."""
+    return {name: _fingerprint(text) for name, text in _units(source, is_module).items()}
+
+
+def _units(source: str, is_module=None) -> dict[str, str]:
+    """definitions' names -> the text they fingerprint."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {"<unparsable>": source}
+    aliases = set()  # local names of course_lib modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_lib"):
+            aliases |= {a.asname or a.name for a in node.names
+                        if is_module is not None and is_module(f"{node.module}.{a.name}")}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.asname and a.name.startswith("course_lib")}
+    qualifier = re.compile(r"(?<![\w.])(?:course_lib\.(?:\w+\.)*"
+                           + "".join(f"|{re.escape(a)}\\." for a in sorted(aliases)) + r")(?=\w)")
+    lines = source.splitlines(keepends=True)
+    cut = []  # (line, col, end_line, end_col) spans to leave out, lines counted from 1
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Import, ast.ImportFrom)):
+            cut.append((node.lineno, node.col_offset, node.end_lineno, node.end_col_offset))
+        if isinstance(node, (ast.Module, ast.ClassDef, ast.FunctionDef, ast.AsyncFunctionDef)) and node.body:
+            first = node.body[0]
+            if (isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+                    and isinstance(first.value.value, str)):
+                cut.append((first.lineno, first.col_offset, first.end_lineno, first.end_col_offset))
+    try:
+        for tok in tokenize.generate_tokens(io.StringIO(source).readline):
+            if tok.type == tokenize.COMMENT:  # tokenize counts characters, the AST bytes
+                (row, col), (end_row, end_col) = tok.start, tok.end
+                cut.append((row, len(lines[row - 1][:col].encode()), end_row,
+                            len(lines[end_row - 1][:end_col].encode())))
+    except (tokenize.TokenError, SyntaxError):
+        pass
+    # blank the cut spans out of a copy of the lines (offsets are in UTF-8 bytes for AST nodes)
+    raw = [line.encode() for line in lines]
+    for line, col, end_line, end_col in cut:
+        for n in range(line, end_line + 1):
+            b = raw[n - 1]
+            start = col if n == line else 0
+            stop = end_col if n == end_line else len(b.rstrip(b"\r\n"))
+            raw[n - 1] = b[:start] + b" " * (stop - start) + b[stop:]
+    text = [b.decode(errors="replace").rstrip() for b in raw]
+    out: dict[str, str] = {}
+    for node in tree.body:
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        body = qualifier.sub("", "\n".join(t for t in text[first - 1:node.end_lineno] if t.strip()))
+        if not body.strip() or not body.strip(" ;"):
+            continue  # an import, or the module's docstring
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            name = node.name
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            name = ", ".join(ast.unparse(t) for t in targets)
+        else:
+            name = f"statement {_fingerprint(body)}"
+        key, n = name, 1
+        while key in out:
+            n += 1
+            key = f"{name} #{n}"
+        out[key] = body
+    return out
+
+
+def _module_file(module: str, root: Path) -> Path | None:
+    base = root.joinpath(*module.split("."))
+    for candidate in (base.with_suffix(".py"), base / "__init__.py"):
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def dependencies(script: str, root: Path = ROOT) -> list[Path]:
+    """The course_lib files `script` imports, directly or through other course_lib modules (imports inside
+    functions too), with the packages' __init__.py files on the way, as they are in the working tree."""
+    seen: set[Path] = set()
+    todo = [root / script]
+    while todo:
+        path = todo.pop()
+        tree = ast.parse(path.read_text())
+        modules = set()
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                modules |= {a.name for a in node.names}
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                modules |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+        for module in modules:
+            parts = module.split(".")
+            if parts[0] != "course_lib":
+                continue
+            for i in range(1, len(parts) + 1):  # a module's packages are imported with it
+                file = _module_file(".".join(parts[:i]), root)
+                if file is not None and file not in seen:
+                    seen.add(file)
+                    todo.append(file)
+    return sorted(seen)
+
+
+def _is_module(root: Path):
+    return lambda module: _module_file(module, root) is not None
+
+
+def _was_module(files: list[str]):
+    files = set(files)
+    return lambda module: any(module.replace(".", "/") + end in files for end in (".py", "/__init__.py"))
+
+
+def _sources_at(revision: str, paths: list[str]) -> dict[str, str]:
+    """path -> the file's text at `revision` (paths missing there are left out), in one git call."""
+    if not paths:
+        return {}
+    out = _git("cat-file", "--batch", stdin="".join(f"{revision}:{p}\n" for p in paths))
+    data, sources, pos = out.encode(), {}, 0
+    for p in paths:
+        end = data.index(b"\n", pos)
+        header = data[pos:end].split()
+        pos = end + 1
+        if len(header) == 3 and header[1] == b"blob":
+            size = int(header[2])
+            sources[p] = data[pos:pos + size].decode(errors="replace")
+            pos += size + 1
+    return sources
+
+
+def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
+    """The definitions the record's code changed since its code_revision: 'path::name' -> fingerprint now
+    (the rule is in this module's docstring). Raises NoHistory where git or the commit is not here."""
+    revision, script = record["code_revision"], record["script"]
+    if not (root / ".git").exists():
+        raise NoHistory("not a git clone")
+    _git("cat-file", "-e", f"{revision}^{{commit}}")
+    old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
+                 if p.endswith(".py")]
+    old = _sources_at(revision, old_files + [script])
+    was_module = _was_module(old_files)
+    pool: dict[str, set[str]] = {}  # course_lib at the revision: name -> fingerprints
+    for path in old_files:
+        for name, fp in definitions(old.get(path, ""), was_module).items():
+            pool.setdefault(name.split(" #")[0], set()).add(fp)
+    old_script = {}
+    for name, fp in definitions(old.get(script, ""), was_module).items():
+        old_script.setdefault(name.split(" #")[0], set()).add(fp)
+    changed = {}
+    for path in [root / script] + dependencies(script, root):
+        rel = path.relative_to(root).as_posix()
+        then = old_script if rel == script else pool
+        for name, fp in definitions(path.read_text(), _is_module(root)).items():
+            if fp not in then.get(name.split(" #")[0], set()):
+                changed[f"{rel}::{name}"] = fp
+    return changed
+
+
+# Records whose code changed since their code_revision, reviewed: path -> why the record still holds, and
+# each changed definition ('path::name' as changed_since names it) with the fingerprint it was reviewed at (a
+# tuple: each of several versions reviewed). To review: `python benchmarks/schema.py --changed RECORD` prints
+# each changed definition beside its text at the record's commit.
+_MOVED = {  # 7aa8d29, course_lib by role (core/, gru/, lm/, cli/)
+    "course_lib/lm/llm.py::REPO_ROOT": "60d68bf188c7",
+    "course_lib/runs.py::check_record_made_from": "6f40117e8631",
+}
+_MOVED_REASON = ("REPO_ROOT is parents[2] because llm.py moved one folder down (the same folder); "
+                 "check_record_made_from changed only its error message")
+_LEFT_PADDED = {  # 51a4a98: one left-padding helper (behaviour unchanged)
+    "course_lib/lm/decode.py::left_padded": "eef8ca127588",
+    "course_lib/lm/decode.py::sample": "358392e4225e",
+    "course_lib/lm/evaluation.py::_hf_writer": "2c1cb548ed44",
+}
+_LEFT_PADDED_REASON = ("decode.left_padded builds the same left-padded ids and mask that sample (pad 0) and _hf_writer "
+                       "(the tokenizer's pad) built inline before")
+_METHOD_TABLE = {  # the RL core's method table: reviewed in the working tree on 2026-11-27, before it was committed
+    "course_lib/core/rl.py::Method": "f718ba496e07",
+    "course_lib/core/rl.py::METHODS": "82b6f7df8542",
+    "course_lib/core/rl.py::METHOD_PARTS": "8b9051ae1179",
+    "course_lib/core/rl.py::kl_weight": "fafbc8336ba1",
+    "course_lib/core/rl.py::with_kl_weight": "cba584c8b545",
+    "course_lib/core/rl.py::RLSettings": "89351ddf2cde",
+    "course_lib/lm/llm_rl.py::METHODS": "87d8cb60f8bc",
+    "course_lib/lm/llm_rl.py::LMTrainer": "ea74f8a40362",
+    # e3650a4fbd33: 7aa8d29's (the engine option's help names fast-bf16); 13ffd34c9ba5: with the method table
+    "course_lib/lm/llm_rl.py::RLConfig": ("e3650a4fbd33", "13ffd34c9ba5"),
+}
+_METHOD_TABLE_REASON = (
+    "the method table (core.rl.Method/METHODS) replaces METHOD_PARTS, KL_METHODS and the language model's kl_coef "
+    "override of 0.05: for grpo it gives the same parts (group advantages, normalised; the clipped loss; no critic; "
+    "no teacher terms) and, with kl_coef=0.05 as the record's settings give it, the same KL weight, 0.05")
+STILL_VALID: dict[str, dict] = {
+    "notebooks/data/smollm2_cpu_seeds.json": {
+        "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
+                  "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
+                  "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
+                  f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05)",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE,
+                     "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
+                     "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
+                     "course_lib/lm/decode.py::_Linear": "55157e094f39",
+                     "course_lib/lm/decode.py::Snapshot": "ec0d3cc3abf6",
+                     "course_lib/lm/evaluation.py::generate": "72d55126b132",
+                     "course_lib/lm/evaluation.py::_fast_writer": "eca4809fd7e2"},
+    },
+    "benchmarks/records/generation_throughput.json": {
+        "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
+                  "kl_coef 0.05)",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE},
+    },
+}
+
+
+def _reviewed(path: str, key: str, fingerprint: str) -> bool:
+    versions = STILL_VALID.get(path, {}).get("reviewed", {}).get(key, ())
+    return fingerprint in ((versions,) if isinstance(versions, str) else versions)
+
+
+def unexplained_changes(path: str, record: dict, root: Path = ROOT) -> dict[str, str]:
+    """changed_since's definitions that STILL_VALID does not list for `path` at their fingerprint now."""
+    return {k: fp for k, fp in changed_since(record, root).items() if not _reviewed(path, k, fp)}
+
+
+def _show_changes(path: str) -> None:
+    """Print each definition the record's code changed since its code_revision, beside its old text."""
+    import difflib
+    import json
+
+    record = json.loads((ROOT / path).read_text())
+    revision = record["code_revision"]
+    old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
+                 if p.endswith(".py")]
+    old = _sources_at(revision, old_files + [record["script"]])
+    for key, fp in changed_since(record).items():
+        rel, name = key.split("::", 1)
+        where = [record["script"]] if rel == record["script"] else old_files
+        was_module = _was_module(old_files)
+        before = next((_units(old[f], was_module)[name] for f in where
+                       if f in old and name in _units(old[f], was_module)), "")
+        now = _units((ROOT / rel).read_text(), _is_module(ROOT))[name]
+        status = "reviewed" if _reviewed(path, key, fp) else "NOT REVIEWED"
+        print(f"=== {key} {fp} ({status})")
+        print("\n".join(difflib.unified_diff(before.splitlines(), now.splitlines(), f"{revision[:8]}", "now",
+                                             lineterm="", n=1)) or "(new)")
+
+
+def main() -> None:
+    import argparse
+    import json
+
+    parser = argparse.ArgumentParser(description="Check every record against the schema (and its code's changes).")
+    parser.add_argument("--changed", metavar="RECORD", help="show what changed in a record's code since it was made")
+    args = parser.parse_args()
+    if args.changed:
+        _show_changes(args.changed)
+        return
+    for file in record_files():
+        rel = file.relative_to(ROOT).as_posix()
+        problems = validate(json.loads(file.read_text()))
+        print(f"{rel}: {'valid' if not problems else 'LEGACY' if rel in LEGACY else 'INVALID'}")
+        for problem in problems if rel not in LEGACY else []:
+            print(f"    {problem}")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,158 @@
+"""Every record (notebooks/data/, benchmarks/records/) has the one format of benchmarks/schema.py, or is listed
+in its LEGACY with what it lacks and how to remake it; and no record is older than a change to its code
+without a reason (schema.STILL_VALID). Fast: JSON, the AST and a few git calls."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+from benchmarks import schema  # noqa: E402
+
+RECORDS = schema.record_files()
+NAMES = [p.relative_to(ROOT).as_posix() for p in RECORDS]
+VALID_EXAMPLE = "notebooks/data/smollm2_cpu_seeds.json"  # made by new_record: a whole, valid record
+
+
+def _load(name: str) -> dict:
+    return json.loads((ROOT / name).read_text())
+
+
+def test_the_records_are_found():
+    assert len(NAMES) >= 30
+    assert {"notebooks/data/smollm2_cpu_seeds.json", "benchmarks/records/generation_throughput.json",
+            "notebooks/data/variants_gpu/two_digit_seed0.json"} <= set(NAMES)
+    assert not any(n.endswith("adapter_config.json") for n in NAMES)
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_record_validates_or_is_listed_as_legacy(name):
+    problems = schema.validate(_load(name))
+    if name in schema.LEGACY:
+        assert "Remake" in schema.LEGACY[name], f"LEGACY[{name!r}] names no command that remakes it"
+        assert problems, f"{name} now validates: take it out of schema.LEGACY"
+    else:
+        assert not problems, (f"{name} is not in the record format of benchmarks/schema.py:\n  "
+                              + "\n  ".join(problems) + "\nRemake it with a script that uses _common.new_record, "
+                              "or list it in schema.LEGACY with what it lacks and the command that remakes it")
+
+
+def test_every_legacy_entry_names_a_record_that_exists():
+    assert set(schema.LEGACY) <= set(NAMES), sorted(set(schema.LEGACY) - set(NAMES))
+    assert all(reason.strip() for reason in schema.LEGACY.values())
+
+
+def test_some_real_records_validate_fully():
+    valid = [n for n in NAMES if not schema.validate(_load(n))]
+    assert VALID_EXAMPLE in valid and len(valid) >= 2, valid
+
+
+@pytest.mark.parametrize("field", schema.REQUIRED_FIELDS)
+def test_validate_names_a_missing_field(field):
+    record = _load(VALID_EXAMPLE)
+    del record[field]
+    problems = schema.validate(record)
+    assert [p for p in problems if p.startswith(f"{field}: missing")], problems
+    assert all(p.startswith(f"{field}:") for p in problems), problems
+
+
+@pytest.mark.parametrize("field, value, says", [
+    ("code_revision", None, "git commit"), ("code_revision", "e8b323e", "40 hex"),
+    ("seconds", "70 min", "seconds"), ("seconds", -1, "seconds"), ("threads", True, "whole number"),
+    ("date", "27/11/2026", "YYYY-MM-DD"), ("script", "benchmarks/nowhere.py", "does not exist"),
+    ("versions", {"python": "3.11.7"}, "torch"), ("runs", [], "non-empty"), ("runs", {"seed0": {}}, "list"),
+    ("schema_version", 0, "expected 1"), ("machine", "", "non-empty"), ("uncommitted_changes", "no", "true or false"),
+])
+def test_validate_names_a_wrong_value(field, value, says):
+    record = _load(VALID_EXAMPLE) | {field: value}
+    problems = schema.validate(record)
+    assert len(problems) == 1 and problems[0].startswith(f"{field}:") and says in problems[0], problems
+
+
+def test_validate_checks_a_start_checkpoints_sha256():
+    record = _load(VALID_EXAMPLE)
+    assert schema.validate(record | {"pretrained_sha256": "0" * 64, "pretrained": "x.pt"}) == []
+    assert schema.validate(record | {"pretrained_sha256": "abc", "pretrained": "x.pt"}) == [
+        "pretrained_sha256: expected a SHA-256 (64 hex digits)"]
+    assert [p.split(":")[0] for p in schema.validate(record | {"pretrained_sha256": "0" * 64})] == ["pretrained_sha256"]
+
+
+def test_new_record_writes_the_schemas_header():
+    """benchmarks/_common.new_record and the schema agree: its header is HEADER_FIELDS, and with rows and a
+    summary the record validates."""
+    from benchmarks import _common
+
+    record = _common.new_record("benchmarks/smollm2_cpu_seeds.py", config={"steps": 1}, machine="cpu (test), 2 cores",
+                                device="cpu", seconds=1.25)
+    assert tuple(record) == schema.HEADER_FIELDS
+    assert _common.SCHEMA_VERSION == schema.SCHEMA_VERSION
+    problems = schema.validate(record | {"runs": [{"seed": 0}], "summary": {"mean": 0.5}})
+    if record["code_revision"] is None:  # not a git clone: new_record cannot name the commit
+        assert [p.split(":")[0] for p in problems] == ["code_revision"]
+    else:
+        assert problems == []
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Staleness
+
+def test_definitions_ignore_moves_imports_docstrings_and_comments():
+    before = ('"""A module."""\nimport os\n\nN = 3  # three\n\n\ndef f(x):\n    """Doc."""\n'
+              '    from course_lib import rl\n    return x + N\n')
+    after = ('"""Another module\'s words."""\nfrom pathlib import Path\n\n\ndef f(x):\n    """Other words."""\n'
+             '    from course_lib.core import rl  # moved\n\n    return x + N\n\n\nN = 3\n')
+    assert schema.definitions(before) == schema.definitions(after) and set(schema.definitions(after)) == {"f", "N"}
+    changed = schema.definitions(after.replace("x + N", "x - N"))
+    assert changed["f"] != schema.definitions(before)["f"] and changed["N"] == schema.definitions(before)["N"]
+
+
+def test_definitions_ignore_which_module_a_caller_names():
+    """A function moved to another module, its callers changed to name the new one: no change."""
+    before = "from course_lib.lm import evaluation\n\ndef g(t):\n    return evaluation.prompt_for(t, course_lib.x.K)\n"
+    after = "from course_lib.lm import protocol\n\ndef g(t):\n    return protocol.prompt_for(t, course_lib.y.K)\n"
+    is_module = lambda name: name.rsplit(".", 1)[-1] in ("evaluation", "protocol")  # noqa: E731
+    assert schema.definitions(before, is_module) == schema.definitions(after, is_module)
+    assert schema.definitions(before, is_module) != schema.definitions(before.replace("(t,", "(t + 1,"), is_module)
+
+
+def test_dependencies_follow_course_lib_imports():
+    deps = {p.relative_to(ROOT).as_posix() for p in schema.dependencies("benchmarks/smollm2_cpu_seeds.py")}
+    assert "course_lib/__init__.py" in deps
+    assert {p for p in deps if "/gru/" in p} == set(), "the language-model script does not import the GRU"
+    assert len(deps) >= 10 and all(p.startswith("course_lib/") for p in deps)
+
+
+WITH_REVISION = [n for n in NAMES if isinstance(_load(n).get("code_revision"), str)]
+
+
+def test_records_with_a_revision_exist():
+    assert VALID_EXAMPLE in WITH_REVISION
+
+
+@pytest.mark.parametrize("name", WITH_REVISION)
+def test_record_is_not_older_than_its_code(name):
+    record = _load(name)
+    try:
+        unexplained = schema.unexplained_changes(name, record)
+    except schema.NoHistory as e:
+        pytest.skip(f"cannot check {name} against its commit {record['code_revision'][:12]}: {e}")
+    assert not record.get("uncommitted_changes") or name in schema.STILL_VALID, (
+        f"{name} was made with uncommitted changes in course_lib: its code is not {record['code_revision'][:12]}")
+    assert not unexplained, (
+        f"{name} was made at {record['code_revision'][:12]}; since then these definitions of its code changed "
+        "(benchmarks/schema.py says how it decides):\n  "
+        + "\n  ".join(f"{k} (now {v})" for k, v in unexplained.items())
+        + f"\nRemake it ({record['command']}), or read the changes (python benchmarks/schema.py --changed {name}) "
+        "and, where the record still holds, list them in schema.STILL_VALID with the reason")
+
+
+def test_still_valid_lists_records_with_a_revision_and_a_reason():
+    assert set(schema.STILL_VALID) <= set(WITH_REVISION)
+    assert all(entry["reason"].strip() and entry["reviewed"] for entry in schema.STILL_VALID.values())
