@@ -15,13 +15,13 @@ import json
 import time
 from pathlib import Path
 
-from course_lib.gru.checkpoints import CheckpointFormatError
-from course_lib.runs import CheckpointMismatchError
 from course_lib.config import ConfigError, add_options, from_options
+from course_lib.gru.checkpoints import CheckpointFormatError
 from course_lib.gru.ppo_config import PPOConfig
-from course_lib.tasks import TaskFormatError, load_tasks
 from course_lib.gru.ppo_run import evaluate_checkpoint, run
 from course_lib.gru.trainer import CONFIG_FILE, EVAL_FILE
+from course_lib.runs import CheckpointMismatchError
+from course_lib.tasks import TaskFormatError, load_tasks
 
 
 def add_arguments(parser) -> None:

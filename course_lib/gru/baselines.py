@@ -26,11 +26,11 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_lib.gru.pretrain import attempts, evaluate_policy
-from course_lib.corpus import pretraining_texts
-from course_lib.progress import tqdm
 from course_lib.core.samplers import TaskSampler
+from course_lib.corpus import pretraining_texts
+from course_lib.gru.pretrain import attempts, evaluate_policy
 from course_lib.gru.teacher import PassingPrograms, teacher_losses
+from course_lib.progress import tqdm
 
 
 def best_of_n(model, tokenizer, tasks: Sequence, *, temperature: float = 1.5, samples_per_round: int = 4,

@@ -13,9 +13,9 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from course_lib.gru.env import (DEFAULT_MAX_NEW_TOKENS, CodeGenEnv, _course_tokenizer, _status_name,
-                                alphabet_mask, course_alphabet)
 from course_lib.core.rollout import Episode
+from course_lib.gru.env import (CodeGenEnv, DEFAULT_MAX_NEW_TOKENS, _course_tokenizer, _status_name, alphabet_mask,
+                                course_alphabet)
 from course_lib.rewards import RewardFn, fraction_passed, reward_of
 from course_lib.sandbox import task_reports
 from course_lib.tasks import Task

@@ -35,9 +35,9 @@ import numpy as np
 import torch
 import torch.nn as nn
 
-from course_lib.gru.models import choose_next, next_token_mask
-from course_lib.gru.actor import GRUActor
 from course_lib.core.rollout import written_rollout
+from course_lib.gru.actor import GRUActor
+from course_lib.gru.models import choose_next, next_token_mask
 
 # -----------------------------------------------------------------------------
 # a k-armed bandit: one step per episode, the exact gradient is known

@@ -12,17 +12,17 @@ from pathlib import Path
 
 import torch
 
-from course_lib.runs import CheckpointMismatchError
-from course_lib.gru.checkpoints import load_checkpoint
 from course_lib.config import ConfigError
+from course_lib.gru.checkpoints import load_checkpoint
 from course_lib.gru.env import action_alphabet
-from course_lib.plots import plot_training
 from course_lib.gru.ppo_config import PPOConfig
 from course_lib.gru.pretrain import evaluate_policy
+from course_lib.gru.start import PRETRAINED_FILE
+from course_lib.gru.trainer import CHECKPOINT_DIR, EVAL_FILE, METRICS_FILE, PLOT_FILE, PPOTrainer, STATE_FILE
+from course_lib.plots import plot_training
+from course_lib.runs import CheckpointMismatchError
 from course_lib.tasks import TaskFormatError, load_tasks
 from course_lib.tokenizers import UnknownCharacterError, course_tokenizer
-from course_lib.gru.trainer import (CHECKPOINT_DIR, EVAL_FILE, METRICS_FILE, PLOT_FILE, PRETRAINED_FILE,
-                                    STATE_FILE, PPOTrainer)
 
 def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | None = None,
         progress: bool = True, log=print, device: str = "cpu") -> dict | None:

@@ -26,7 +26,7 @@ from typing import Sequence
 import torch
 import torch.nn.functional as F
 
-from course_lib.corpus import IGNORE_INDEX, Example, batches, pretraining_texts
+from course_lib.corpus import Example, IGNORE_INDEX, batches, pretraining_texts
 from course_lib.gru.models import GRUConfig, GRUPolicy, generate
 from course_lib.progress import tqdm
 from course_lib.sandbox import task_reports

@@ -18,14 +18,14 @@ import numpy as np
 import torch
 
 from course_lib.core import rl
+from course_lib.core.rollout import written_rollout
+from course_lib.gru.actor import GRUActor
 from course_lib.gru.batched_env import rollout_batch
 from course_lib.gru.env import course_alphabet
-from course_lib.rewards import fraction_passed
 from course_lib.gru.models import next_token_mask
 from course_lib.gru.pg import RunningMeanBaseline, gru_policy, leave_one_out_baseline
 from course_lib.progress import tqdm
-from course_lib.gru.actor import GRUActor
-from course_lib.core.rollout import written_rollout
+from course_lib.rewards import fraction_passed
 
 BASELINES = ("none", "mean", "leave_one_out", "value")
 

@@ -40,13 +40,12 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from course_lib.core.rollout import Episode
-from course_lib.rewards import fraction_passed, reward_of
-from course_lib.gru.models import generate
-from course_lib.corpus import IGNORE_INDEX, Example, drop_leaks, task_examples
-from course_lib.gru.pretrain import make_batch
+from course_lib.core.rollout import Episode, Rollout, written_rollout
+from course_lib.corpus import Example, IGNORE_INDEX, drop_leaks, task_examples
 from course_lib.gru.actor import GRUActor, run_gru
-from course_lib.core.rollout import Rollout, written_rollout
+from course_lib.gru.models import generate
+from course_lib.gru.pretrain import make_batch
+from course_lib.rewards import fraction_passed, reward_of
 from course_lib.sandbox import task_reports
 
 TEACHER_SOURCES = ("off", "reference", "greedy", "both")

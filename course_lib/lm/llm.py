@@ -34,10 +34,9 @@ from typing import Sequence
 
 import torch
 
-from course_lib.lm.llama import LORA_TARGETS, TINY_ARCHITECTURE, parameter_count, tiny_coder_config
-from course_lib.corpus import IGNORE_INDEX, Example, drop_leaks, find_leaks, task_examples
-from course_lib.corpus import batches, pretraining_texts
 from course_lib.core.schedules import warmup_cosine
+from course_lib.corpus import Example, IGNORE_INDEX, batches, drop_leaks, find_leaks, pretraining_texts, task_examples
+from course_lib.lm.llama import LORA_TARGETS, TINY_ARCHITECTURE, parameter_count, tiny_coder_config
 from course_lib.progress import tqdm
 from course_lib.tasks import load_tasks
 from course_lib.tokenizers import BOS, EOS, PAD, train_hf_bpe

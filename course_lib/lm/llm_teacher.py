@@ -16,10 +16,10 @@ import urllib.error
 import urllib.request
 from typing import Protocol
 
-from course_lib.lm.protocol import (CHAT, STYLES, answer_code, extract_completion, format_prompt,
-                                    format_response, prompt_for, stop_sequences_for)
-from course_lib.lm.evaluation import run_completions
 from course_lib.corpus import Example, held_out_solutions
+from course_lib.lm.evaluation import run_completions
+from course_lib.lm.protocol import (CHAT, STYLES, answer_code, extract_completion, format_prompt, format_response,
+                                    prompt_for, stop_sequences_for)
 
 class Teacher(Protocol):
     """Anything that answers tasks: solutions(tasks)[i] is the text to write after

@@ -17,10 +17,10 @@ from typing import Sequence
 
 import torch
 
+from course_lib.core.rollout import Rollout
+from course_lib.corpus import IGNORE_INDEX
 from course_lib.lm import llama, llm, model_zoo
 from course_lib.lm.llm import _to
-from course_lib.corpus import IGNORE_INDEX
-from course_lib.core.rollout import Rollout
 
 # -----------------------------------------------------------------------------
 # loading: the starting policy and its frozen reference in one model

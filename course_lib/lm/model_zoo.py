@@ -15,8 +15,8 @@ from pathlib import Path
 
 import torch
 
-from course_lib.lm import llm
 from course_lib.config import resolve_device, resolve_dtype
+from course_lib.lm import llm
 from course_lib.lm.llm import TINY
 
 SMOLLM2 = "smollm2-135m-instruct"

@@ -22,8 +22,8 @@ import tempfile
 from typing import Sequence
 
 from course_lib.core import rl
-from course_lib.lm.protocol import prompt_for
 from course_lib.lm.llm_rl import RLConfig, rollout_pool, test_reports
+from course_lib.lm.protocol import prompt_for
 
 # TRL's GRPOConfig fields that the course's RLConfig sets, and TRL's default for each (trl 1.16.0),
 # so a reader sees what a bare GRPOConfig() would have done differently.
