@@ -353,6 +353,7 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
 @pytest.mark.parametrize("options, message", [
     (["--method", "grpo", "--group-size", "1"], "group_size must be >= 2"),
     (["--method", "ppo", "--teacher-url", "http://localhost:1"], "serve --method teacher-grpo"),
+    (["--method", "reinforce", "--kl-coef", "0.05"], "reinforce's loss has no KL term"),
     (["--method", "teacher-grpo", "--teacher-url", "http://localhost:1"], "go together"),
     (["--method", "reinforce", "--rollout-splits", "train", "test"], "never trained on"),
     (["--method", "reinforce", "--no-prompt-mask"], "SFT option"),

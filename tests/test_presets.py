@@ -41,7 +41,10 @@ def test_with_no_model_the_command_trains_smollm2_by_chapter_10s_cpu_recipe(meth
     args = resolved("--method", method, "--no-progress")
     assert args.preset == presets.DEFAULT_PRESET and args.model_name == made["model"]
     config = llm_cli.config_from_args(args)
-    assert {key: getattr(config, key) for key in made["rl"]} == made["rl"]
+    assert {key: getattr(config, key) for key in made["rl"] if key != "kl_coef"} == \
+        {key: value for key, value in made["rl"].items() if key != "kl_coef"}
+    # the KL weight each record ran with: grpo's kl_coef; reinforce and ppo ran without a KL term, whatever it said
+    assert config.kl_weight == (made["rl"]["kl_coef"] if method == "grpo" else 0.0)
     assert (args.rank, args.alpha) == (made["lora"]["rank"], made["lora"]["alpha"])
     assert llm_cli.resolve_init_adapter(args.init_adapter, args.model_name) is None  # from the model itself
     assert args.out == str(Path("runs") / presets.DEFAULT_PRESET / method)

@@ -1,7 +1,8 @@
 """The RL core (course_lib.core.rl): one update for both policies, the GRU and the language model.
 
 What is checked: both go through the same `rl.learn` (a chapter swaps the policy, never the loop);
-the language model scores exactly the ids it sampled; the advantage estimators by hand.
+the language model scores exactly the ids it sampled; the advantage estimators by hand; the method table
+that both policies' settings read, and the setting a method cannot use refused.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import pytest
 import torch
 
 from course_lib.lm import llm_rl, lm_policy
+from course_lib.config import ConfigError
 from course_lib.core import rl
 from course_lib.core.advantages import compute_gae, normalize_advantages
 from course_lib.core.rollout import Rollout
@@ -259,3 +261,58 @@ def test_accumulate_calls_backward_once_per_micro_batch_whatever_the_extra_terms
         rl.accumulate(policy, ro, torch.arange(B), adv, returns, s, add_terms=extra,
                       backward=lambda loss: calls.append(1) or loss.backward())
         assert len(calls) == 3
+
+
+# the KL weight each method trained the language model with before the method table: grpo and teacher-grpo
+# the README's 0.05, reinforce and ppo none (the DeepSeek-Coder LoRA-RL report's)
+LM_KL_BEFORE = {"reinforce": 0.0, "ppo": 0.0, "grpo": 0.05, "teacher-grpo": 0.05}
+
+
+@pytest.mark.parametrize("method", tuple(rl.METHODS))
+def test_every_method_of_the_table_is_accepted_by_both_policies_settings(method):
+    """Both settings offer exactly the table's methods, and each takes the table's parts; left unset, kl_coef
+    gives the language model the weight it had before the table and the GRU none; set, it applies."""
+    parts = rl.METHODS[method]
+    for cls in (llm_rl.RLConfig, PPOConfig):
+        assert cls.__dataclass_fields__["method"].metadata["choices"] == tuple(rl.METHODS)
+    lm = llm_rl.RLConfig(method=method, group_size=2 if parts.grouped else 1)
+    gru = PPOConfig(method=method, episodes_per_task=2)
+    assert (lm.kl_coef, lm.kl_weight, gru.kl_coef, gru.kl_weight) == (None, LM_KL_BEFORE[method], 0.0, 0.0)
+    assert rl.METHOD_PARTS[method] == (parts.estimator, parts.loss, parts.critic)
+    if parts.uses_kl:
+        assert lm.replace(kl_coef=0.1).kl_weight == gru.replace(kl_coef=0.1).kl_weight == 0.1
+        assert gru.replace(kl_coef=None).kl_weight == parts.kl_coef  # none: the method's own
+    assert lm.replace(kl_coef=0.0).kl_weight == gru.replace(kl_coef=0.0).kl_weight == 0.0  # 0 is off for any method
+
+
+def test_a_kl_term_the_method_does_not_have_is_an_error_not_ignored():
+    """reinforce's loss has no KL term: asking for one is a ConfigError that names the setting, the method and
+    the fix, in both policies' settings and on the command line, instead of a weight silently set to 0."""
+    for make in (lambda: llm_rl.RLConfig(method="reinforce", group_size=1, kl_coef=0.05),
+                 lambda: PPOConfig(method="reinforce", kl_coef=0.05)):
+        with pytest.raises(ConfigError, match=r"kl_coef=0.05: reinforce's loss has no KL term, so the setting would "
+                                              r"be ignored; leave kl_coef unset \(none\) or 0, or choose a method "
+                                              r"with one: ppo, grpo, teacher-grpo"):
+            make()
+    with pytest.raises(ConfigError, match="kl_coef must be >= 0"):
+        llm_rl.RLConfig(kl_coef=-0.1)
+    assert [name for name, parts in rl.METHODS.items() if not parts.uses_kl] == ["reinforce"]
+
+
+def test_the_language_models_trainer_takes_the_kl_weight_its_settings_resolve(small_dir, tasks):
+    """LMTrainer's loss weighs the KL term by kl_weight: the method's own when kl_coef is unset (grpo 0.05,
+    ppo 0), and ppo's explicit weight when one is set (it has the term, as the GRU's ppo does)."""
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
+    pool = [t for t in tasks if t.split == "train"]
+    for changes, weight in ((dict(method="grpo", group_size=2), 0.05), (dict(method="ppo", group_size=1), 0.0),
+                            (dict(method="ppo", group_size=1, kl_coef=0.1), 0.1),
+                            (dict(method="reinforce", group_size=1, kl_coef=0.0), 0.0)):
+        trainer = llm_rl.LMTrainer(model, tokenizer, pool, llm_rl.RLConfig(**changes))
+        assert trainer.loss_settings.kl_coef == weight
+
+
+def test_a_resume_compares_the_kl_weight_not_how_it_was_written():
+    """A state saved with kl_coef=0.05 for grpo and one saved with kl_coef unset run the same update."""
+    unset, written = {"method": "grpo", "kl_coef": None}, {"method": "grpo", "kl_coef": 0.05}
+    assert rl.with_kl_weight(unset) == rl.with_kl_weight(written)
+    assert rl.with_kl_weight({"method": "ppo", "kl_coef": None})["kl_coef"] == 0.0

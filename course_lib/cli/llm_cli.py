@@ -22,22 +22,23 @@ from typing import Sequence
 
 import torch
 
-from course_lib.lm import llm, presets
 from course_lib.config import DTYPES, add_options, from_options, resolve_device, resolve_dtype
+from course_lib.core.rl import METHODS as RL_METHODS
+from course_lib.lm import llm, presets
 from course_lib.lm.evaluation import evaluate
 from course_lib.lm.llama import LORA_TARGETS, parameter_count, trainable_parameter_count
 from course_lib.lm.llm import TINY, add_lora, save_adapter, sft, sft_examples
-from course_lib.lm.model_zoo import DEEPSEEK_CODER_1_3B, SMOLLM2, load_model
 from course_lib.lm.llm_rl import RLConfig, rollout_tasks, train_rl
 from course_lib.lm.llm_teacher import HTTPTeacher
 from course_lib.lm.lm_policy import load_policy
+from course_lib.lm.model_zoo import DEEPSEEK_CODER_1_3B, SMOLLM2, load_model
 from course_lib.sandbox import run_tests
 from course_lib.tasks import load_humaneval, load_tasks
 
 # -----------------------------------------------------------------------------
 # command line: python -m course_lib llm --method sft --model-name NAME --out DIR
 
-METHODS = ("sft", "reinforce", "ppo", "grpo", "teacher-grpo")  # the last four: course_lib.lm.llm_rl (chapter 10)
+METHODS = ("sft", *RL_METHODS)  # sft (chapter 9), then the RL methods of course_lib.lm.llm_rl (chapter 10)
 
 
 def add_arguments(parser) -> None:
@@ -284,14 +285,15 @@ def config_from_args(args) -> RLConfig:
     """RLConfig from the command line: its defaults, the RL options given, the shared ones, clear errors."""
     if args.no_prompt_mask:
         raise ValueError("--no-prompt-mask is an SFT option; RL always scores only what the model wrote")
-    if args.method != "teacher-grpo" and (args.teacher_url or args.teacher_model):
-        raise ValueError(f"--teacher-url/--teacher-model serve --method teacher-grpo, not {args.method}")
+    if not RL_METHODS[args.method].teacher_terms and (args.teacher_url or args.teacher_model):
+        teaching = " or ".join(n for n, m in RL_METHODS.items() if m.teacher_terms)
+        raise ValueError(f"--teacher-url/--teacher-model serve --method {teaching}, not {args.method}")
     if bool(args.teacher_url) != bool(args.teacher_model):
         raise ValueError("--teacher-url and --teacher-model go together (the server needs the model's name)")
     shared = {"method": args.method, "steps": RLConfig.steps if args.steps is None else args.steps,
               "prompts_per_step": args.batch_size, "lr": RLConfig.lr if args.lr is None else args.lr,
               "max_new_tokens": args.max_new_tokens, "seed": args.seed,
-              "group_size": args.group_size or (1 if args.method in ("reinforce", "ppo") else 4)}
+              "group_size": args.group_size or (4 if RL_METHODS[args.method].grouped else 1)}
     return from_options(RLConfig, args, shared, skip=SHARED_WITH_SFT, rename=RL_OPTION_NAMES)
 
 

@@ -12,6 +12,8 @@ its last token), whichever policy wrote it:
                                   0, a running mean, leave-one-out, or a critic's V)
                       "batch"     R - the batch's mean reward, optionally divided by its std (REINFORCE, PPO without a critic)
                       "group"     R - the mean of its prompt's group, divided by the group's std (GRPO)
+    METHODS       each method's parts: its estimator, loss, critic, KL term and teacher terms, the one table
+                  that both policies' trainers and settings read
     learn         epochs of minibatches of one loss: PPO's clipped surrogate (or REINFORCE's -A log p)
                   + value loss + entropy bonus + KL to a reference + whatever extra terms the caller adds
     Trainer       one step in the order of the maths: collect (rollout + reward) -> advantages -> learn -> record
@@ -38,15 +40,58 @@ from course_lib.core.rollout import Rollout
 ESTIMATORS = ("gae", "baseline", "batch", "group")
 LOSSES = ("clip", "reinforce")
 
-# What each method takes from the core, for either policy: its advantage estimator, its loss, and whether
-# it learns a critic (a value head). A KL term towards the reference (kl_coef) and a trainer's extra terms
-# (behaviour cloning, SFT on a teacher's answers) may be added to any of them.
-METHOD_PARTS = {
-    "reinforce": ("batch", "reinforce", False),  # A = R - the batch's mean reward; one pass of -A log p
-    "ppo": ("gae", "clip", True),                # GAE from the critic's values, normalised; clipped surrogate
-    "grpo": ("group", "clip", False),            # A = (R - its group's mean) / the group's std; clipped surrogate
-    "teacher-grpo": ("group", "clip", False),    # GRPO, plus SFT terms on a teacher's and its own best answers
+@dataclass(frozen=True)
+class Method:
+    """What a method takes from the core, for either policy: the one place a method's parts are written down.
+
+    estimator      how advantages are built (one of ESTIMATORS)
+    loss           the policy loss (one of LOSSES)
+    critic         whether it learns a critic (a value head) on the returns
+    normalise      whether the advantages are divided by their standard deviation (the batch's, or the group's)
+    kl_coef        its own weight of KL(policy || reference), used when a run leaves kl_coef unset;
+                   None: its loss has no KL term, so a run may not ask for one
+    teacher_terms  whether a trainer adds its teacher terms (SFT on a teacher's and on its own best answers)
+    """
+    estimator: str
+    loss: str
+    critic: bool
+    normalise: bool
+    kl_coef: float | None
+    teacher_terms: bool = False
+
+    @property
+    def uses_kl(self) -> bool:
+        """Whether its loss has the KL term, so that a run may weigh it (kl_coef)."""
+        return self.kl_coef is not None
+
+    @property
+    def grouped(self) -> bool:
+        """Whether it compares several samples of the same prompt (its advantages are the group's)."""
+        return self.estimator == "group"
+
+
+METHODS = {
+    # A = R - the batch's mean reward; one pass of -A log p, which has no KL term
+    "reinforce": Method("batch", "reinforce", critic=False, normalise=False, kl_coef=None),
+    # GAE from the critic's values, normalised; the clipped surrogate; no KL unless asked (the DeepSeek-Coder report's)
+    "ppo": Method("gae", "clip", critic=True, normalise=True, kl_coef=0.0),
+    # A = (R - its group's mean) / the group's std; the clipped surrogate + 0.05 KL (the teacher-guided GRPO README's)
+    "grpo": Method("group", "clip", critic=False, normalise=True, kl_coef=0.05),
+    # GRPO, plus SFT terms on a teacher's and its own best answers
+    "teacher-grpo": Method("group", "clip", critic=False, normalise=True, kl_coef=0.05, teacher_terms=True),
 }
+METHOD_PARTS = {name: (m.estimator, m.loss, m.critic) for name, m in METHODS.items()}  # (estimator, loss, critic)
+
+
+def kl_weight(method: str, kl_coef: float | None) -> float:
+    """The weight of the KL term a run uses: kl_coef, or the method's own when it is None (0: no KL term)."""
+    return kl_coef if kl_coef is not None else METHODS[method].kl_coef or 0.0
+
+
+def with_kl_weight(settings: dict) -> dict:
+    """A dict of RLSettings' fields with kl_coef as the weight it stands for (none: the method's own), so that
+    settings are compared by what the run does, not by how they were written."""
+    return {**settings, "kl_coef": kl_weight(settings["method"], settings.get("kl_coef"))}
 
 
 class Policy(Protocol):
@@ -109,11 +154,11 @@ class RLSettings(Config):
     """The knobs of the RL core that both policies' settings share: `course_lib.gru.ppo_config.PPOConfig` (the GRU)
     and `course_lib.lm.llm_rl.RLConfig` (the language model) extend it, and give their own default where the
     policy wants another (`course_lib.config.override`). Each knob has one help text and one check."""
-    method: str = option("ppo", "how the update is built (METHOD_PARTS): ppo: a critic, GAE and the clipped loss; "
+    method: str = option("ppo", "how the update is built (METHODS): ppo: a critic, GAE and the clipped loss; "
                                 "grpo: A = (R - the mean of the task's group of samples) / the group's std, the "
                                 "clipped loss, no critic (critic, gae_lambda and vf_coef unused); reinforce: A = R - "
                                 "the batch's mean, one pass of -A log p (no clip, entropy bonus, KL or early stop); "
-                                "teacher-grpo: grpo with the teacher terms", choices=tuple(METHOD_PARTS))
+                                "teacher-grpo: grpo with the teacher terms", choices=tuple(METHODS))
     seed: int = option(0, "seeds the run's random draws (the task order, the sampling, the minibatch order): "
                           "same seed, same run on CPU")
     temperature: float = option(1.0, "rollout sampling temperature, softmax(logits / T) (> 0; above 1 explores more); "
@@ -127,21 +172,31 @@ class RLSettings(Config):
                                   "1 + eps], so one batch cannot move the policy far")
     gae_lambda: float = option(0.95, "GAE lambda (with a critic): 0 one-step TD (biased, low variance), 1 Monte Carlo")
     vf_coef: float = option(0.5, "weight of the value loss (with a critic)")
-    kl_coef: float = option(0.0, "weight of KL(policy || reference: the frozen starting policy), which keeps the "
-                                 "policy near what it learnt before RL; 0: off (the GRU: any method but reinforce; "
-                                 "the language model: grpo and teacher-grpo)")
+    kl_coef: float | None = option(None, "weight of KL(policy || reference: the frozen starting policy), which keeps "
+                                         "the policy near what it learnt before RL; 0: off; none: the method's own ("
+                                         + ", ".join(f"{n} {m.kl_coef:g}" for n, m in METHODS.items() if m.uses_kl)
+                                         + "); reinforce's loss has no KL term", float, nullable=True)
 
     def validate(self) -> None:
-        require(self.method in METHOD_PARTS, f"unknown method {self.method!r}; choose one of {tuple(METHOD_PARTS)}")
+        require(self.method in METHODS, f"unknown method {self.method!r}; choose one of {tuple(METHODS)}")
         for name in ("epochs", "max_new_tokens"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("lr", "clip_eps"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         require(self.temperature > 0, f"rollouts must sample: temperature must be positive (greedy decoding is for "
                                       f"evaluation), got {self.temperature}")
-        for name in ("vf_coef", "kl_coef"):
-            require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require(self.vf_coef >= 0, f"vf_coef must be >= 0, got {self.vf_coef}")
+        require(self.kl_coef is None or self.kl_coef >= 0, f"kl_coef must be >= 0 (or none), got {self.kl_coef}")
+        require(METHODS[self.method].uses_kl or not self.kl_coef,
+                f"kl_coef={self.kl_coef}: {self.method}'s loss has no KL term, so the setting would be ignored; leave "
+                f"kl_coef unset (none) or 0, or choose a method with one: "
+                f"{', '.join(n for n, m in METHODS.items() if m.uses_kl)}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+
+    @property
+    def kl_weight(self) -> float:
+        """The KL term's weight this run uses: kl_coef, or the method's own (METHODS) when kl_coef is none."""
+        return kl_weight(self.method, self.kl_coef)
 
 
 # =====================================================================================

@@ -10,9 +10,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from course_lib.config import ConfigError, option, override, require
-from course_lib.rewards import RewardSpec, RewardSpecError
-from course_lib.core.rl import METHOD_PARTS, RLSettings
+from course_lib.core.rl import METHODS, RLSettings
 from course_lib.gru.teacher import BC_SCHEDULES, TEACHER_SOURCES
+from course_lib.rewards import RewardSpec, RewardSpecError
 
 __all__ = ["PPOConfig", "ConfigError"]
 
@@ -67,6 +67,7 @@ class PPOConfig(RLSettings):
     # --- optimisation ---------------------------------------------------------------
     minibatch_size: int = option(64, "episodes per gradient step")
     lr: float = override(RLSettings, "lr", 3e-3)
+    kl_coef: float | None = override(RLSettings, "kl_coef", 0.0)  # off for every method unless asked
     warmup_updates: int = option(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = option(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
     max_grad_norm: float = option(1.0, "global gradient-norm clipping")
@@ -100,16 +101,16 @@ class PPOConfig(RLSettings):
 
     def validate(self) -> None:
         super().validate()  # the core's knobs (course_lib.core.rl.RLSettings)
-        if METHOD_PARTS[self.method][0] == "group":
+        method = METHODS[self.method]
+        if method.grouped:
             require(self.episodes_per_task >= 2, f"{self.method} compares the episodes of the same task: "
                                                  f"episodes_per_task must be >= 2, got {self.episodes_per_task}")
             require(self.teacher_episodes == 0, f"{self.method}: teacher episodes are extra rows, not samples of a "
                                                 "task's group; drop --teacher-source and --teacher-episodes (bc_coef "
                                                 "and sil_coef still teach)")
-        require(self.method != "teacher-grpo" or self.bc_coef > 0 or self.sil_coef > 0,
-                "teacher-grpo is grpo with the teacher terms: set bc_coef or sil_coef above 0 (or use grpo)")
-        require(self.method != "reinforce" or self.kl_coef == 0,
-                f"reinforce's loss has no KL term: set kl_coef to 0 (got {self.kl_coef}), or use ppo or grpo")
+        require(not method.teacher_terms or self.bc_coef > 0 or self.sil_coef > 0,
+                f"{self.method} adds the teacher terms to its loss: set bc_coef or sil_coef above 0 (or use a method "
+                f"without them: {', '.join(n for n, m in METHODS.items() if not m.teacher_terms)})")
         splits = self.splits
         require(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
         require(set(splits) <= {"train", "val"},

@@ -26,7 +26,8 @@ that passed every test (so a program found once by sampling is kept). Teacher
 *episodes* (course_lib.gru.teacher) add known-good programs to each update's batch, and
 `bc_schedule` fades the behaviour-cloning weight over the run. Exploration (course_lib.gru.explore,
 chapter 6) searches near the greedy program for the val tasks no program has passed yet:
-its epsilon-greedy episodes feed self-imitation only, never the PPO loss.
+its epsilon-greedy episodes feed self-imitation only, never the PPO loss. The teacher terms (behaviour
+cloning, self-imitation, teacher episodes) live in course_lib.gru.teacher, the starting policy in course_lib.gru.start.
 
 Everything a run needs to continue is saved in ``OUT/train_state.pt``: a run stopped
 and resumed writes the same metrics as one that never stopped (CPU, same seed).
@@ -45,39 +46,35 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from course_lib.core import rl
-from course_lib.runs import CheckpointMismatchError, check_same_settings, save_run_state
-from course_lib.gru.checkpoints import load_checkpoint, save_checkpoint
 from course_lib.config import ConfigError, device_label, resolve_device
+from course_lib.core import rl
+from course_lib.core.losses import explained_variance
+from course_lib.core.samplers import TaskSampler
+from course_lib.core.schedules import warmup_cosine
+from course_lib.corpus import pretraining_texts
+from course_lib.gru.actor import GRUActor, collect_rollout
+from course_lib.gru.checkpoints import save_checkpoint
 from course_lib.gru.env import action_alphabet
 from course_lib.gru.explore import explore
-from course_lib.gru.models import GRUConfig, GRUPolicy
-from course_lib.core.losses import explained_variance
-from course_lib.core.schedules import warmup_cosine
 from course_lib.gru.ppo_config import PPOConfig
-from course_lib.gru.pretrain import evaluate_policy, pretrain
-from course_lib.corpus import pretraining_texts
-from course_lib.progress import tqdm
-from course_lib.rewards import BUILTIN_TERMS, ShapedReward
-from course_lib.gru.actor import GRUActor, collect_rollout
-from course_lib.core.samplers import TaskSampler
-from course_lib.tasks import load_tasks
+from course_lib.gru.pretrain import evaluate_policy
+from course_lib.gru.start import start_policy, starting_policy
 from course_lib.gru.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses,
                                     teacher_pool, teacher_rollout)
+from course_lib.progress import tqdm
+from course_lib.rewards import BUILTIN_TERMS, ShapedReward
+from course_lib.runs import check_same_settings, save_run_state
+from course_lib.tasks import load_tasks
 from course_lib.tokenizers import course_tokenizer
 
 STATE_FILE = "train_state.pt"        # everything needed to resume
 POLICY_FILE = "policy.pt"            # the trained policy, a course checkpoint (load_checkpoint reads it)
-PRETRAINED_FILE = "pretrained.pt"    # the starting point, a course checkpoint
 METRICS_FILE = "metrics.jsonl"
 CONFIG_FILE = "config.json"
 CHECKPOINT_DIR = "checkpoints"       # OUT/checkpoints/update_NNNN.pt: the last keep_checkpoints states
 PLOT_FILE = "training.png"           # the run's curves, drawn at the end (course_lib.plots)
 EVAL_FILE = "eval.json"
 TIMING_KEYS = ("wall_s", "rollout_s", "explore_s", "learn_s", "tokens_per_s")  # differ between two runs of the same seed
-
-
-# The teacher terms (behaviour cloning, self-imitation, teacher episodes) live in course_lib.gru.teacher.
 
 
 # =====================================================================================
@@ -100,7 +97,6 @@ class PPOTrainer(rl.Trainer):
 
     def __init__(self, config: PPOConfig, out_dir=None, *, model=None, tokenizer=None, tasks=None,
                  progress: bool = True, log=print, device: str = "cpu"):
-
         config.validate()
         self.config, self.progress, self.log = config, progress, log
         self.out = Path(out_dir) if out_dir is not None else None
@@ -111,39 +107,15 @@ class PPOTrainer(rl.Trainer):
         random.seed(config.seed)
         np.random.seed(config.seed)
         torch.manual_seed(config.seed)
-
-        self.tasks = (list(tasks) if tasks is not None
-                      else load_tasks(tasks_dir=config.tasks_dir, fields=config.task_fields))
-        self.tasks_by_id = {t.id: t for t in self.tasks}
-        self.rl_tasks = [t for t in self.tasks if t.split in config.splits]
-        if not self.rl_tasks:
-            raise ConfigError(f"no tasks of splits {config.splits} to roll out")
-        self.tokenizer = tokenizer if tokenizer is not None else course_tokenizer()
-        self.alphabet = action_alphabet(self.tasks, self.tokenizer)
-        self.allowed = torch.zeros(len(self.tokenizer), dtype=torch.bool)
-        self.allowed[torch.as_tensor(self.alphabet)] = True
+        self._read_tasks(tasks, tokenizer)
 
         # The starting policy: given, loaded, or pretrained here (chapter 4).
         self.pretrain_seconds = 0.0
         if model is None:
-            model = self._starting_policy()
+            model, self.pretrain_seconds = starting_policy(config, self.tokenizer, self.tasks, self.alphabet,
+                                                           device=self.device, out=self.out, progress=progress)
         self.model = model.to(self.device)
-        self.reference = None
-        if config.kl_coef > 0:  # a frozen copy of the start, for KL(pi || pi_ref)
-            self.reference = copy.deepcopy(model).eval().requires_grad_(False)
-        # What the RL core (course_lib.core.rl) trains and how: the same core trains chapter 10's language model,
-        # and the method picks the same parts there (rl.METHOD_PARTS).
-        self.actor = GRUActor(self.model, allowed=self.allowed, temperature=config.temperature,
-                              reference=self.reference)
-        self.estimator, loss, critic = rl.METHOD_PARTS[config.method]
-        self.critic = critic and config.critic  # ppo without a critic: V = 0, and GAE gives each token its return
-        self.loss_settings = rl.LossSettings(
-            loss=loss, epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
-            critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
-            ent_coef=config.ent_coef, kl_coef=config.kl_coef, target_kl=config.target_kl,
-            max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
-        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, group_size=config.episodes_per_task,
-                                      normalise={"gae": config.norm_adv, "group": True, "batch": False}[self.estimator])
+        self._take_the_methods_parts()
 
         # BC examples come from TRAIN tasks only (task_examples refuses any other split).
         self.bc_examples = (pretraining_texts("memorise", tasks=self.tasks, tokenizer=self.tokenizer)
@@ -160,46 +132,55 @@ class PPOTrainer(rl.Trainer):
         # Teacher episodes (chapter 8): a fixed pool of passing programs, built from the START policy.
         self.teacher_rng = np.random.default_rng(config.seed + 2)  # its own stream: the rest is unchanged
         self.explore_generator = torch.Generator().manual_seed(config.seed + 3)  # so is exploration's
-        self.teacher_pool = []
-        if config.teacher_episodes > 0:
-            self.teacher_pool = teacher_pool(config.teacher_source, self.rl_tasks, model=self.model,
-                                             tokenizer=self.tokenizer, allowed_ids=self.alphabet,
-                                             max_new_tokens=config.max_new_tokens, timeout=config.sandbox_timeout,
-                                             reward_fn=self.reward)
-            self.reward.drain()  # the pool's scores are not an update's episodes
-            if not self.teacher_pool:
-                raise ConfigError(f"teacher_source={config.teacher_source!r} found no passing program to teach")
+        self.teacher_pool = self._teacher_pool() if config.teacher_episodes > 0 else []
         self.update = 0
         self.metrics: list[dict] = []
 
     # -- setup ----------------------------------------------------------------------
-    def _starting_policy(self):
+    def _read_tasks(self, tasks, tokenizer) -> None:
+        """The tasks (given, or read as the settings say), those rolled out, the tokenizer and the action alphabet."""
+        config = self.config
+        self.tasks = (list(tasks) if tasks is not None
+                      else load_tasks(tasks_dir=config.tasks_dir, fields=config.task_fields))
+        self.tasks_by_id = {t.id: t for t in self.tasks}
+        self.rl_tasks = [t for t in self.tasks if t.split in config.splits]
+        if not self.rl_tasks:
+            raise ConfigError(f"no tasks of splits {config.splits} to roll out")
+        self.tokenizer = tokenizer if tokenizer is not None else course_tokenizer()
+        self.alphabet = action_alphabet(self.tasks, self.tokenizer)
+        self.allowed = torch.zeros(len(self.tokenizer), dtype=torch.bool)
+        self.allowed[torch.as_tensor(self.alphabet)] = True
 
+    def _take_the_methods_parts(self) -> None:
+        """What the RL core (course_lib.core.rl) trains and how: the same core trains chapter 10's language model,
+        and the method picks the same parts there (rl.METHODS)."""
+        config = self.config
+        self.reference = None
+        if config.kl_weight > 0:  # a frozen copy of the start, for KL(pi || pi_ref)
+            self.reference = copy.deepcopy(self.model).eval().requires_grad_(False)
+        self.actor = GRUActor(self.model, allowed=self.allowed, temperature=config.temperature,
+                              reference=self.reference)
+        method = rl.METHODS[config.method]
+        self.estimator = method.estimator
+        self.critic = method.critic and config.critic  # ppo without one: V = 0, GAE gives each token its return
+        self.loss_settings = rl.LossSettings(
+            loss=method.loss, epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
+            critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
+            ent_coef=config.ent_coef, kl_coef=config.kl_weight, target_kl=config.target_kl,
+            max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
+        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, group_size=config.episodes_per_task,
+                                      normalise=config.norm_adv if method.estimator == "gae" else method.normalise)
+
+    def _teacher_pool(self) -> list:
+        """Teacher episodes' programs (chapter 8), scored once from the START policy; none found is an error."""
         c = self.config
-        if c.pretrained:
-            if not Path(c.pretrained).exists():
-                raise ConfigError(f"pretrained checkpoint {c.pretrained} does not exist; omit --pretrained "
-                                  "to pretrain from scratch, or run chapter 4's notebook to create it")
-            model, _, _ = load_checkpoint(c.pretrained, tokenizer=self.tokenizer)
-            for name in ("hidden_dim", "embed_dim"):
-                wanted, saved = getattr(c, name), getattr(model.config, name)
-                if wanted is not None and wanted != saved:
-                    raise CheckpointMismatchError(
-                        f"{c.pretrained} has {name}={saved} but the settings ask for {name}={wanted}; drop "
-                        f"--{name.replace('_', '-')} (the checkpoint decides) or pretrain a new model without --pretrained")
-            return model
-        start = time.perf_counter()
-        model = GRUPolicy(GRUConfig(len(self.tokenizer), embed_dim=c.embed_dim or 64,
-                                    hidden_dim=c.hidden_dim or 256)).to(self.device)
-        examples = pretraining_texts(c.pretrain_regime, tasks=self.tasks, tokenizer=self.tokenizer)
-        pretrain(model, self.tokenizer, examples, epochs=c.pretrain_epochs, lr=c.pretrain_lr,
-                 batch_size=c.pretrain_batch_size, seed=c.seed, progress=self.progress)
-        self.pretrain_seconds = time.perf_counter() - start
-        if self.out is not None:
-            save_checkpoint(self.out / PRETRAINED_FILE, model, self.tokenizer,
-                            extra={"alphabet": self.alphabet.tolist(), "pretrain_seconds": self.pretrain_seconds,
-                                   "config": c.to_dict()})
-        return model
+        pool = teacher_pool(c.teacher_source, self.rl_tasks, model=self.model, tokenizer=self.tokenizer,
+                            allowed_ids=self.alphabet, max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout,
+                            reward_fn=self.reward)
+        self.reward.drain()  # the pool's scores are not an update's episodes
+        if not pool:
+            raise ConfigError(f"teacher_source={c.teacher_source!r} found no passing program to teach")
+        return pool
 
     def wall(self) -> float:
         return self.wall_offset + time.perf_counter() - self.started
@@ -354,7 +335,7 @@ class PPOTrainer(rl.Trainer):
             "model": self.model.state_dict(), "optimizer": self.optimizer.state_dict(),
             "sample_generator": self.sample_generator.get_state(),
             "rng": self.rng.bit_generator.state, "sampler": self.sampler.state_dict(),
-            "torch_rng": torch.get_rng_state(), "numpy_rng": _np_global_state(), "python_rng": random.getstate(),
+            "torch_rng": torch.get_rng_state(), "numpy_rng": np.random.get_state(), "python_rng": random.getstate(),
             "passing": self.passing.programs, "wall_s": self.wall(),
             "pretrain_seconds": self.pretrain_seconds, "teacher_rng": self.teacher_rng.bit_generator.state,
             "explore_generator": self.explore_generator.get_state(),
@@ -395,7 +376,7 @@ class PPOTrainer(rl.Trainer):
             self.metrics = [json.loads(line) for line in kept]
 
     def save_policy(self, path=None) -> Path:
-
+        """The trained policy as a course checkpoint: path, or OUT/policy.pt."""
         path = Path(path) if path is not None else self.out / POLICY_FILE
         save_checkpoint(path, self.model, self.tokenizer,
                         extra={"alphabet": self.alphabet.tolist(), "max_new_tokens": self.config.max_new_tokens,
@@ -407,23 +388,10 @@ class PPOTrainer(rl.Trainer):
         c = self.config
         result = evaluate_policy(self.model, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
                                  max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
-        start = self._start_model().to(self.device)
+        start = start_policy(c, self.tokenizer, self.out).to(self.device)
         baseline = evaluate_policy(start, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
                                    max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
         return {**{k: v for k, v in result.items() if k != "per_task"},
                 "updates": self.update, "seed": c.seed, "device": device_label(self.device),
                 "pretrain_seconds": round(self.pretrain_seconds, 1), "wall_seconds": round(self.wall(), 1),
                 "baseline": baseline, "per_task": result["per_task"]}
-
-    def _start_model(self):
-
-        if self.config.pretrained:
-            return load_checkpoint(self.config.pretrained, tokenizer=self.tokenizer)[0]
-        if self.out is not None and (self.out / PRETRAINED_FILE).exists():
-            return load_checkpoint(self.out / PRETRAINED_FILE, tokenizer=self.tokenizer)[0]
-        raise ConfigError("the pretrained start is not available (no --pretrained and no out dir)")
-
-
-def _np_global_state():
-    return np.random.get_state()
-

@@ -17,7 +17,7 @@ Every step follows the same order, the order of the maths:
              the ids sampled: those ids, never a re-tokenisation of their text, are what the loss scores
 2. SCORE     run prompt + completion + tests in the sandbox (`sandbox.task_reports`), never here;
              reward R = 1[all tests pass] - length_alpha * tokens / 100   (the DeepSeek-Coder LoRA-RL report's length penalty)
-3. ADVANTAGE `course_lib.core.rl.advantages`, by the method's estimator (`rl.METHOD_PARTS`, the GRU's too)
+3. ADVANTAGE `course_lib.core.rl.advantages`, by the method's estimator (`rl.METHODS`, the GRU's too)
 4. UPDATE    `course_lib.core.rl.learn` (+ the SFT terms for teacher-grpo), AdamW on the adapter's parameters:
              the RL core that trains chapter 6's GRU, with this model as its policy (`course_lib.lm.lm_policy.LMActor`)
 
@@ -42,25 +42,24 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_lib.core import rl
-from course_lib.runs import check_same_settings, save_run_state
 from course_lib.config import option, override, require
-from course_lib.core.rollout import Episode
+from course_lib.core import rl
+from course_lib.core.rollout import Episode, Rollout, written_rollout
+from course_lib.core.samplers import ShuffledPasses
+from course_lib.corpus import Example
 from course_lib.lm.decode import ENGINES
 from course_lib.lm.evaluation import generate
-from course_lib.lm.protocol import CHAT, STYLES, answer_code, prompt_for, stop_sequences_for
 from course_lib.lm.llm import _to, encode_prompt, sft_batch
 from course_lib.lm.llm_teacher import OfflineTeacher, Teacher, teacher_examples
 from course_lib.lm.lm_policy import LMActor, value_head_for
-from course_lib.corpus import Example
+from course_lib.lm.protocol import CHAT, STYLES, answer_code, prompt_for, stop_sequences_for
 from course_lib.progress import tqdm
 from course_lib.rewards import RewardSpec, ShapedReward, token_length_penalty
-from course_lib.core.rollout import Rollout, written_rollout
-from course_lib.core.samplers import ShuffledPasses
+from course_lib.runs import check_same_settings, save_run_state
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
-METHODS = tuple(rl.METHOD_PARTS)  # reinforce, ppo, grpo, teacher-grpo
+METHODS = tuple(rl.METHODS)  # reinforce, ppo, grpo, teacher-grpo
 ROLLOUT_SPLITS = ("train", "val")
 
 
@@ -76,7 +75,6 @@ class RLConfig(rl.RLSettings):
     temperature: float = override(rl.RLSettings, "temperature", 0.8)
     length_alpha: float = option(0.01, "the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100")
     min_std: float = option(0.0, "floor of the std that normalises advantages (grpo); 0 = the textbook formula")
-    kl_coef: float = override(rl.RLSettings, "kl_coef", 0.05)  # the teacher-guided GRPO README's (grpo, teacher-grpo)
     teacher_sft_weight: float = option(0.3, "the teacher-guided GRPO README's w_t: SFT on the teacher's answers "
                                             "(teacher-grpo)")
     self_sft_weight: float = option(0.2, "the teacher-guided GRPO README's w_s: SFT on the best passing own sample "
@@ -101,7 +99,7 @@ class RLConfig(rl.RLSettings):
         require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
         for name in ("steps", "prompts_per_step", "group_size"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        require(rl.METHOD_PARTS[self.method][0] != "group" or self.group_size >= 2,
+        require(not rl.METHODS[self.method].grouped or self.group_size >= 2,
                 f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
         for name in ("timeout", "clip_norm"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
@@ -155,9 +153,6 @@ def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alp
     reward = lm_reward(alpha)
     return torch.tensor([reward.weighted({"pass": float(p), "tokens": token_length_penalty(n_tokens=n)})
                          for p, n in zip(passed, n_tokens)])
-
-# kl_coef pulls these methods towards the reference; the DeepSeek-Coder LoRA-RL report's REINFORCE and PPO have no KL
-KL_METHODS = ("grpo", "teacher-grpo")
 
 
 # -----------------------------------------------------------------------------
@@ -243,15 +238,14 @@ class LMTrainer(rl.Trainer):
             raise ValueError("the model has no trainable parameters: add a LoRA adapter first (llm.add_lora or "
                              "load_policy)")
         policy = accelerator.unwrap_model(model) if accelerator is not None else model  # generation: the bare model
-        estimator, loss, critic = rl.METHOD_PARTS[config.method]
-        use_kl = config.method in KL_METHODS
-        self.value_head = value_head_for(policy) if critic else None  # PPO's critic
+        method = rl.METHODS[config.method]
+        self.value_head = value_head_for(policy) if method.critic else None  # PPO's critic
         if self.value_head is not None:
             params = params + list(self.value_head.parameters())
-        if not hasattr(policy, "disable_adapter") and use_kl:
-            raise ValueError(f"{config.method} needs a peft model (its reference is the adapter disabled)")
+        if not hasattr(policy, "disable_adapter") and config.kl_weight > 0:
+            raise ValueError(f"kl_coef={config.kl_weight} needs a peft model (the reference is the adapter disabled)")
         self.teacher_by_prompt: dict[str, list[Example]] = {}
-        if config.method == "teacher-grpo":
+        if method.teacher_terms:
             teacher = teacher or OfflineTeacher(config.style)
             if teacher.style != config.style:
                 raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
@@ -268,13 +262,13 @@ class LMTrainer(rl.Trainer):
         self.model, self.policy, self.tokenizer, self.pool = model, policy, tokenizer, pool
         self.config, self.params, self.accelerator = config, params, accelerator
         self.actor = LMActor(policy, tokenizer, config.temperature, self.value_head)
-        self.estimator = estimator
+        self.estimator, self.teacher_terms = method.estimator, method.teacher_terms
         self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
-                                      normalise=config.method != "reinforce", min_std=config.min_std)
+                                      normalise=method.normalise, min_std=config.min_std)
         self.sampler_cap = config.is_cap
-        self.loss_settings = rl.LossSettings(loss=loss, epochs=config.epochs, clip_eps=config.clip_eps, critic=critic,
-                                             value_clip_eps=None, vf_coef=config.vf_coef,
-                                             kl_coef=config.kl_coef if use_kl else 0.0, max_grad_norm=config.clip_norm,
+        self.loss_settings = rl.LossSettings(loss=method.loss, epochs=config.epochs, clip_eps=config.clip_eps,
+                                             critic=method.critic, value_clip_eps=None, vf_coef=config.vf_coef,
+                                             kl_coef=config.kl_weight, max_grad_norm=config.clip_norm,
                                              micro_batch_size=config.micro_batch_size)
         self.history: list[dict] = []  # one row per step
         self.times: list[dict] = []  # the seconds of each step's parts: generate, sandbox, score, learn
@@ -291,13 +285,13 @@ class LMTrainer(rl.Trainer):
                     for e in self.teacher_by_prompt.get(prompt_for(t, config.style, self.tokenizer), [])]
                    if self.teacher_by_prompt else [])
         own = (best_own_samples(batch, config.group_size, config.style, self.tokenizer)
-               if config.method == "teacher-grpo" else [])
+               if self.teacher_terms else [])
         return batch, {"teacher": teacher, "own": own, "times": times}
 
     def extra_terms(self, ctx: dict):
         """teacher-grpo: + w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
         config = self.config
-        if config.method != "teacher-grpo":
+        if not self.teacher_terms:
             return None
 
         def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
@@ -342,7 +336,7 @@ class LMTrainer(rl.Trainer):
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        check_same_settings(state["config"], asdict(self.config), path,
+        check_same_settings(rl.with_kl_weight(state["config"]), rl.with_kl_weight(asdict(self.config)), path,
                             may_change=("micro_batch_size",))  # the same update in less memory
         named = dict(self.model.named_parameters())
         with torch.no_grad():
