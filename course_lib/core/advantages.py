@@ -6,6 +6,8 @@ each) with a ``mask`` that is 1 on real steps and 0 on padding; a "step" is one 
     compute_gae            GAE(gamma, lambda) from a critic's values (Schulman et al. 2016)
     normalize_advantages   zero mean, unit variance over the batch's real steps
     group_advantages       R minus the mean of the episode's group (its prompt's samples), over the group's std (GRPO)
+    advantages             a rollout's per-token advantages and returns by one of ESTIMATORS, what `course_lib.core.rl`
+                           learns from (`episode_advantages`: one per episode, from one reward per episode)
 """
 
 from __future__ import annotations
@@ -13,6 +15,9 @@ from __future__ import annotations
 import torch
 
 from course_lib.core.losses import masked_mean
+from course_lib.core.rollout import Rollout
+
+ESTIMATORS = ("gae", "baseline", "batch", "group")
 
 
 def compute_gae(rewards: torch.Tensor, values: torch.Tensor, mask: torch.Tensor, *,
@@ -75,3 +80,38 @@ def group_advantages(rewards: torch.Tensor, group_size: int, *, normalise: bool 
     if normalise:
         centred = centred / (groups.std(dim=1, unbiased=False, keepdim=True).clamp(min=min_std) + eps)
     return centred.reshape(-1)
+
+
+def advantages(ro: Rollout, estimator: str, *, gamma: float = 1.0, lam: float = 0.95, group_size: int = 1,
+               normalise: bool = True, min_std: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
+    """(advantages, returns), each [B, T] and 0 on padding.
+
+    gae       GAE on ro.rewards and ro.values (bootstrapped by ro.bootstrap); normalise: over the batch's tokens
+    baseline  R - ro.values on every token: REINFORCE with the baseline b(s_t) the rollout holds (never normalised)
+    batch  each episode's reward R minus the batch mean (normalise: divided by the batch's std), on every token
+    group  R minus the mean of its group of group_size consecutive episodes (the same prompt), divided
+           by the group's std (floored at min_std), on every token
+    The returns are the critic's targets: GAE's, or R on every token.
+    """
+    if estimator not in ESTIMATORS:
+        raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
+    mask = ro.mask
+    if estimator == "gae":
+        adv, returns = compute_gae(ro.rewards, ro.values, mask, gamma=gamma, lam=lam, bootstrap_values=ro.bootstrap)
+        return (normalize_advantages(adv, mask) if normalise else adv), returns
+    episode_reward = ro.rewards.sum(1)  # the reward sits on each episode's last token
+    if estimator == "baseline":
+        return (episode_reward[:, None] - ro.values) * mask, episode_reward[:, None] * mask
+    per_episode = episode_advantages(episode_reward, estimator, group_size=group_size, normalise=normalise,
+                                     min_std=min_std)
+    return per_episode[:, None] * mask, episode_reward[:, None] * mask
+
+
+def episode_advantages(rewards: torch.Tensor, estimator: str, *, group_size: int = 1, normalise: bool = True,
+                       min_std: float = 0.0) -> torch.Tensor:
+    """One advantage per episode from one reward per episode: "batch" (R - the batch's mean, normalise: / its
+    std) or "group" (R - its group's mean, / the group's std; groups of group_size consecutive episodes)."""
+    if estimator not in ("batch", "group"):
+        raise ValueError(f"{estimator!r} needs per-token values: episode advantages are 'batch' or 'group'")
+    size = rewards.numel() if estimator == "batch" else group_size
+    return group_advantages(rewards, size, normalise=normalise, min_std=min_std)

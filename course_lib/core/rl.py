@@ -6,7 +6,7 @@ its last token), whichever policy wrote it:
 
     Policy        what the core asks of a policy: score(ro, rows) -> log pi(a_t), entropy, V(s_t) of the
                   rollout's own ids, with gradients; reference_logprobs(ro, rows) for a KL term
-    advantages    per-token advantages and returns, by one of four estimators:
+    advantages    per-token advantages and returns (`course_lib.core.advantages`), by one of four estimators:
                       "gae"       GAE(gamma, lambda) from the critic's values (PPO with a critic)
                       "baseline"  R - b(s_t), the baseline held in the rollout's values (chapter 5's REINFORCE:
                                   0, a running mean, leave-one-out, or a critic's V)
@@ -33,18 +33,17 @@ import numpy as np
 import torch
 
 from course_lib.config import Config, option, require
-from course_lib.core.advantages import compute_gae, group_advantages, normalize_advantages
+from course_lib.core.advantages import advantages, episode_advantages  # noqa: F401 (rl.episode_advantages: chapter 10)
 from course_lib.core.losses import masked_mean, ppo_loss, reinforce_loss, value_loss
 from course_lib.core.rollout import Rollout
 
-ESTIMATORS = ("gae", "baseline", "batch", "group")
 LOSSES = ("clip", "reinforce")
 
 @dataclass(frozen=True)
 class Method:
     """What a method takes from the core, for either policy: the one place a method's parts are written down.
 
-    estimator      how advantages are built (one of ESTIMATORS)
+    estimator      how advantages are built (one of `course_lib.core.advantages.ESTIMATORS`)
     loss           the policy loss (one of LOSSES)
     critic         whether it learns a critic (a value head) on the returns
     normalise      whether the advantages are divided by their standard deviation (the batch's, or the group's)
@@ -104,45 +103,6 @@ class Policy(Protocol):
     def reference_logprobs(self, ro: Rollout, rows: torch.Tensor) -> torch.Tensor:
         """log pi_ref(a_t | s_t) under the frozen reference policy, without gradients: the same numbers
         for the same rows whenever asked, with no randomness (`learn` asks once per set of rows)."""
-
-
-# =====================================================================================
-# Advantages: from a rollout's rewards (and values) to one number per token
-# =====================================================================================
-
-def advantages(ro: Rollout, estimator: str, *, gamma: float = 1.0, lam: float = 0.95, group_size: int = 1,
-               normalise: bool = True, min_std: float = 0.0) -> tuple[torch.Tensor, torch.Tensor]:
-    """(advantages, returns), each [B, T] and 0 on padding.
-
-    gae       GAE on ro.rewards and ro.values (bootstrapped by ro.bootstrap); normalise: over the batch's tokens
-    baseline  R - ro.values on every token: REINFORCE with the baseline b(s_t) the rollout holds (never normalised)
-    batch  each episode's reward R minus the batch mean (normalise: divided by the batch's std), on every token
-    group  R minus the mean of its group of group_size consecutive episodes (the same prompt), divided
-           by the group's std (floored at min_std), on every token
-    The returns are the critic's targets: GAE's, or R on every token.
-    """
-    if estimator not in ESTIMATORS:
-        raise ValueError(f"unknown advantage estimator {estimator!r}; choose one of {ESTIMATORS}")
-    mask = ro.mask
-    if estimator == "gae":
-        adv, returns = compute_gae(ro.rewards, ro.values, mask, gamma=gamma, lam=lam, bootstrap_values=ro.bootstrap)
-        return (normalize_advantages(adv, mask) if normalise else adv), returns
-    episode_reward = ro.rewards.sum(1)  # the reward sits on each episode's last token
-    if estimator == "baseline":
-        return (episode_reward[:, None] - ro.values) * mask, episode_reward[:, None] * mask
-    per_episode = episode_advantages(episode_reward, estimator, group_size=group_size, normalise=normalise,
-                                     min_std=min_std)
-    return per_episode[:, None] * mask, episode_reward[:, None] * mask
-
-
-def episode_advantages(rewards: torch.Tensor, estimator: str, *, group_size: int = 1, normalise: bool = True,
-                       min_std: float = 0.0) -> torch.Tensor:
-    """One advantage per episode from one reward per episode: "batch" (R - the batch's mean, normalise: / its
-    std) or "group" (R - its group's mean, / the group's std; groups of group_size consecutive episodes)."""
-    if estimator not in ("batch", "group"):
-        raise ValueError(f"{estimator!r} needs per-token values: episode advantages are 'batch' or 'group'")
-    size = rewards.numel() if estimator == "batch" else group_size
-    return group_advantages(rewards, size, normalise=normalise, min_std=min_std)
 
 
 # =====================================================================================
@@ -393,7 +353,7 @@ class Trainer:
         model             the torch module trained (put in train mode while it learns, eval mode after)
         actor             the `Policy` that scores the rollout's ids for the loss
         loss_settings     `LossSettings`;  optimizer, params (what is clipped and stepped), rng (minibatch order)
-        estimator         one of ESTIMATORS, with advantage_options (the keywords of `advantages`)
+        estimator         one of advantages.ESTIMATORS, with advantage_options (the keywords of `advantages`)
     and it gives
         collect()         1-2. sample episodes from the current policy and score them in the sandbox:
                           the Rollout, and a dict of what the step's other parts need (its context)
