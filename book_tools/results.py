@@ -33,10 +33,10 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _provenance(record: dict, path: str, script: str | None = None) -> str:
-    """The record's device, machine, date and the command that remakes it; `script` where the record
-    does not name its own (records made before benchmarks/schema.py's format)."""
-    command = record.get("command") or f"python {record.get('script') or script or '?'}"
+def _provenance(record: dict, path: str, script: str | None = None, command: str | None = None) -> str:
+    """The record's device, machine, date and the command that remakes it; `script` or `command` where the
+    record does not name its own (records made before benchmarks/schema.py's format)."""
+    command = record.get("command") or command or f"python {record.get('script') or script or '?'}"
     return (f"*Record:* `{path}`. *Device:* {record.get('device', 'cpu')}; *machine:* "
             f"{record.get('machine', 'not recorded')}. "
             f"*Date:* {record.get('date', 'not recorded')}. *Remake:* `{command}`.")
@@ -88,51 +88,6 @@ def engine_section() -> str:
         _provenance(record, path)])
 
 
-def _paired_rows(record: dict, label: str) -> list[list]:
-    """Rows of one record of start + trained seeds: each measure's start, trained mean ± SE, paired change, verdict."""
-    from course_lib.stats import mean_se, seed_verdict, t_factor
-
-    start = next(r for r in record["runs"] if r["model"] == "start")
-    trained = sorted((r for r in record["runs"] if r["model"] != "start"), key=lambda r: r["seed"])
-    n = record["sampled"]["n_samples"]
-    measures = (("train", "greedy pass@1", "train_greedy_pass@1"),
-                ("val (rewarded)", "greedy pass@1", "val_greedy_pass@1"),
-                ("test (never trained on)", "greedy pass@1", "test_greedy_pass@1"),
-                ("test (never trained on)", f"pass@1 from {n} samples at T = {record['sampled']['temperature']}",
-                 "test_pass_rate"))
-    rows = []
-    for split, measure, key in measures:
-        values = [r[key] for r in trained]
-        changes = [v - start[key] for v in values]
-        mean, se = mean_se(values)
-        change, change_se = mean_se(changes)
-        rows.append([label, f"{len(trained)}", split, measure, f"{start[key]:.3f}", f"{mean:.3f} ± {se:.3f}",
-                     f"{change:+.3f} ± {change_se:.3f}", f"{t_factor(len(trained)) * change_se:.3f}",
-                     seed_verdict(changes)])
-    return rows
-
-
-def cpu_methods_section() -> str:
-    records = [("GRPO", "notebooks/data/smollm2_rl.json"), ("REINFORCE", "notebooks/data/smollm2_reinforce.json"),
-               ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json"),
-               ("GRPO in TRL's GRPOTrainer", "notebooks/data/trl_grpo.json")]
-    loaded = [(label, path, _read(path)) for label, path in records]
-    loaded = [(label, path, record) for label, path, record in loaded if record is not None]
-    if not loaded:
-        return ""
-    rows = [row for label, _, record in loaded for row in _paired_rows(record, label)]
-    settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
-                         f"{r['rl']['group_size']}" for label, _, r in loaded)
-    return "\n\n".join([
-        "## Three methods on the CPU, made with Hugging Face's `generate` sampling",
-        "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
-        f"the rollout pool ({settings}). Each trained seed is paired with the one start (its greedy answers "
-        "have no sampling noise); the course's splits: train (trained on), val (rewarded: RL saw its tests), "
-        "test (never trained on).",
-        _table(["method", "seeds", "split", "measure", "start", "trained", "change", "t-interval", "verdict"], rows),
-        "\n".join("- " + _provenance(record, path) for _, path, record in loaded)])
-
-
 def cpu_seeds_section() -> str:
     path = "notebooks/data/smollm2_cpu_seeds.json"
     record = _read(path)
@@ -162,36 +117,332 @@ def cpu_seeds_section() -> str:
         _provenance(record, path)])
 
 
+def _measure(n: int, temperature) -> str:
+    return f"pass@1 from {n} samples at T = {temperature}"
+
+
+_CPU_SPLITS = (("train", "train_greedy_pass@1", None), ("val", "val_greedy_pass@1", None),
+               ("test", "test_greedy_pass@1", None), ("test", "test_pass_rate", "sampled"))
+
+
+def _change_row(values: list[float], start) -> list:
+    """[trained mean ± SE, change ± SE, t-interval, verdict] of per-seed values against a start (one number,
+    or one per seed, paired)."""
+    from course_lib.stats import mean_se, seed_verdict, t_factor
+    starts = start if isinstance(start, list) else [start] * len(values)
+    changes = [v - s for v, s in zip(values, starts)]
+    change, se = mean_se(changes)
+    return [_pm(values), f"{change:+.3f} ± {se:.3f}", f"{t_factor(len(changes)) * se:.3f}", seed_verdict(changes)]
+
+
+def _paired_rows(record: dict, label: str) -> list[list]:
+    """Rows of one record of start + trained seeds: each measure's start, trained mean ± SE, paired change, verdict."""
+    start = next(r for r in record["runs"] if r["model"] == "start")
+    trained = sorted((r for r in record["runs"] if r["model"] != "start"), key=lambda r: r["seed"])
+    sampled = _measure(record["sampled"]["n_samples"], record["sampled"]["temperature"])
+    return [[label, len(trained), ROLES[split], sampled if kind else "greedy pass@1", f"{start[key]:.3f}"]
+            + _change_row([r[key] for r in trained], start[key]) for split, key, kind in _CPU_SPLITS]
+
+
+def start_sampled_section() -> str:
+    path = "notebooks/data/smollm2_start_sampled.json"
+    record = _read(path)
+    if record is None:
+        return ""
+    he = record["humaneval"]
+    rows = [[f"course {ROLES[s]}", record[f"{s}_tasks"], f"{record[f'{s}_greedy_pass@1']:.3f}",
+             f"{record[f'{s}_pass@1']:.3f}", f"{record[f'{s}_pass@10']:.3f}"] for s in ("train", "val", "test")]
+    rows += [[label, he[f"{s}_tasks"], f"{he[f'{s}_greedy_pass@1']:.3f}", f"{he[f'{s}_pass@1']:.3f}",
+              f"{he[f'{s}_pass@10']:.3f}"]
+             for s, label in (("train", "HumanEval train (rewarded only in the HumanEval-protocol runs below)"),
+                              ("test", "HumanEval test (never trained on)"))]
+    n_he = he["train_tasks"] + he["test_tasks"]
+    he_all = sum(he[f"{s}_pass@1"] * he[f"{s}_tasks"] for s in ("train", "test")) / n_he
+    n, temperature = record["n_samples"], record["temperature"]
+    return "\n\n".join([
+        "## The start: SmolLM2-135M-Instruct before any RL",
+        f"The model with no adapter, asked through its chat template, up to {record['max_new_tokens']} new tokens: "
+        f"one greedy answer per task, and {n} samples per task at T = {temperature}. Sampled answers pass less "
+        "often than the greedy one, yet for most of the course's tasks one of ten samples passes: the right "
+        "answer is often within the model's reach, which is what RL can make likelier. HumanEval is far harder "
+        f"for it: {_measure(n, temperature)} over all {n_he} HumanEval problems is {he_all:.3f}.",
+        _table(["tasks", "count", "greedy pass@1", _measure(n, temperature), f"pass@{n} from {n} samples"], rows),
+        _provenance(record, path, command="python -m course_lib eval --model smollm2-135m-instruct --humaneval "
+                                          "--samples 10 --max-new-tokens 128 "
+                                          "--out notebooks/data/smollm2_start_sampled.json")])
+
+
+def cpu_methods_section() -> str:
+    records = [("GRPO", "notebooks/data/smollm2_rl.json", "python benchmarks/smollm2_rl.py"),
+               ("REINFORCE", "notebooks/data/smollm2_reinforce.json", "python benchmarks/smollm2_methods.py reinforce"),
+               ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json", "python benchmarks/smollm2_methods.py ppo"),
+               ("GRPO in TRL's GRPOTrainer", "notebooks/data/trl_grpo.json", "python benchmarks/trl_grpo.py")]
+    loaded = [(label, path, command, _read(path)) for label, path, command in records]
+    loaded = [(label, path, command, record) for label, path, command, record in loaded if record is not None]
+    if not loaded:
+        return ""
+    rows = [row for label, _, _, record in loaded for row in _paired_rows(record, label)]
+    settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
+                         f"{r['rl']['group_size']}" for label, _, _, r in loaded)
+    parts = [
+        "## Three methods on the CPU, made with Hugging Face's `generate` sampling",
+        "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
+        f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
+        "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "
+        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval.",
+        _table(["method", "seeds", "split", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval",
+                "verdict"], rows)]
+    by_label = {label: record for label, _, _, record in loaded}
+    if "GRPO" in by_label and "GRPO in TRL's GRPOTrainer" in by_label:
+        course = {r["seed"]: r for r in by_label["GRPO"]["runs"] if r["model"] != "start"}
+        trl = {r["seed"]: r for r in by_label["GRPO in TRL's GRPOTrainer"]["runs"] if r["model"] != "start"}
+        seeds = sorted(set(course) & set(trl))
+        sampled = _measure(by_label["GRPO"]["sampled"]["n_samples"], by_label["GRPO"]["sampled"]["temperature"])
+        diff = [[ROLES[split], sampled if kind else "greedy pass@1", len(seeds)]
+                + _paired([trl[s][key] for s in seeds], [course[s][key] for s in seeds])
+                for split, key, kind in _CPU_SPLITS]
+        parts += [
+            "TRL's `GRPOTrainer` runs the same GRPO once its defaults are set to the course's "
+            "(`course_lib.lm.trl_grpo.trl_settings`): `beta` (the KL weight; TRL's default 0 means no reference "
+            "model), the learning rate and its schedule (TRL's default suits training every weight, not a LoRA "
+            "that starts at zero), `loss_type` (how per-token losses are averaged: `grpo` weighs a short "
+            "completion's tokens more, the length bias Dr. GRPO describes; `dapo` weighs every token the same, as "
+            "the course's `masked_mean` does), `scale_rewards` (`group` divides by the group's standard deviation, "
+            "as the course does; Dr. GRPO recommends `none`) and, on a CPU, float32 and the key-value cache. TRL "
+            "draws prompts and samples with its own random numbers, so the same seed number gives other samples "
+            "in the two loops. TRL minus the course's loop, by seed number:",
+            _table(["split", "measure", "seeds", "TRL − course, change ± SE", "t-interval", "per seed", "verdict"],
+                   diff)]
+    parts.append("\n".join("- " + _provenance(record, path, command=command) for _, path, command, record in loaded))
+    return "\n\n".join(parts)
+
+
+def _never_trained(row: dict) -> float:
+    """Greedy pass@1 over the 48 tasks never trained on: the course's test split and HumanEval's test problems."""
+    return ((row["test_greedy_passed"] + row["humaneval_test_greedy_passed"])
+            / (row["test_tasks"] + row["humaneval_test_tasks"]))
+
+
+def humaneval_protocol_section() -> str:
+    path = "notebooks/data/smollm2_humaneval_rl.json"
+    record = _read(path)
+    if record is None:
+        return ""
+    from course_lib.stats import seed_verdict
+    start = next(r for r in record["runs"] if r["model"] == "start")
+    runs = sorted((r for r in record["runs"] if r["model"] != "start"), key=lambda r: r["seed"])
+    sampled = _measure(record["sampled"]["n_samples"], record["sampled"]["temperature"])
+    measures = [(ROLES[split], sampled if kind else "greedy pass@1", lambda r, key=key: r[key])
+                for split, key, kind in _CPU_SPLITS]
+    measures += [("HumanEval test (never trained on)", "greedy pass@1", lambda r: r["humaneval_test_greedy_pass@1"]),
+                 ("all 48 never trained on (course test + HumanEval test)", "greedy pass@1", _never_trained)]
+    rows = [[tasks, measure, f"{value(start):.3f}"] + _change_row([value(r) for r in runs], value(start))
+            + [seed_verdict([value(r) - value(start) for r in runs[:3]])]
+            for tasks, measure, value in measures]
+    course = _read("notebooks/data/smollm2_rl.json")
+    groups = ""
+    if course is not None:
+        from course_lib.stats import mean_se
+        seeds = [r["seed"] for r in runs]
+        course_runs = {r["seed"]: r for r in course["runs"] if r["model"] != "start"}
+        with_he = mean_se([c["groups_with_a_pass"] for r in runs for c in r["curve"]])[0]
+        without = mean_se([c["groups_with_a_pass"] for s in seeds if s in course_runs
+                           for c in course_runs[s]["curve"]])[0]
+        groups = (f" A step had {with_he:.2f} groups (of {record['rl']['prompts_per_step']}) with a passing sample "
+                  f"on average, against {without:.2f} in the GRPO run above without HumanEval's problems: most "
+                  "HumanEval groups fail together, and a group that all fails teaches nothing.")
+    rl = record["rl"]
+    return "\n\n".join([
+        "## The DeepSeek-Coder LoRA-RL report's protocol: HumanEval's training problems rewarded too",
+        f"The GRPO run above ({rl['steps']} steps of {rl['prompts_per_step']} prompts x {rl['group_size']}), with "
+        f"the rollouts drawn from {record['rollout_pool']} (`--rollout-humaneval`), seeds {record['seeds']}. Two "
+        "sets of tasks never trained on are measured: the course's test split (15) and HumanEval's test problems "
+        "(33). The last column is what the first three seeds alone would say (a wider t-interval)." + groups,
+        _table(["tasks", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval", "verdict",
+                "verdict, first 3 seeds"], rows),
+        _provenance(record, path)])
+
+
+def _he_names() -> dict:
+    from course_lib.tasks import load_humaneval
+    return {t.id: t.entry_point for t in load_humaneval("test")}
+
+
+def _he_problem(task_id: str, names: dict) -> str:
+    return f"`{names.get(task_id, task_id)}` ({task_id})"
+
+
+def humaneval_problems_section() -> str:
+    path = "notebooks/data/smollm2_humaneval_problems.json"
+    record = _read(path)
+    start = _read("notebooks/data/smollm2_start_sampled.json")
+    if record is None or start is None:
+        return ""
+    names = _he_names()
+    runs = sorted(record["runs"], key=lambda r: r["seed"])
+    per_seed = [[r["seed"], len(r["passed"]), ", ".join(_he_problem(i, names) for i in r["gained"]) or "none",
+                 ", ".join(_he_problem(i, names) for i in r["lost"]) or "none"] for r in runs]
+    start_rows = {r["id"]: r for r in start["humaneval"]["per_task"] if r["split"] == "test"}
+    lost = {i: sum(i in r["lost"] for r in runs) for i in start_rows}
+    gained = {i: sum(i in r["gained"] for r in runs) for i in start_rows}
+    shown = record["start_passed"] + sorted(i for i in gained if gained[i] and i not in record["start_passed"])
+    problems = [[_he_problem(i, names), "passes" if start_rows[i]["greedy_passed"] else "fails",
+                 f"{start_rows[i]['c']} of {start_rows[i]['n']}", lost[i], gained[i]] for i in shown]
+    endings = []
+    for r in runs:
+        for i in r["gained"] + r["lost"]:
+            a = r["answers"][i]
+            failing = a["start"] if a["trained"]["passed"] else a["trained"]
+            endings.append([r["seed"], _he_problem(i, names), "gained" if a["trained"]["passed"] else "lost",
+                            "at the token limit" if failing["finish"] == "length" else "by itself (`<eos>`)",
+                            f"{len(a['start']['answer'].splitlines())} → {len(a['trained']['answer'].splitlines())}"])
+    return "\n\n".join([
+        "### Which HumanEval problems moved",
+        f"`{record['script']}` reran the six seeds of the record above with the same code (each rerun "
+        f"reproduced its row: the training curve step by step and the count of problems passed) and kept every "
+        f"model's greedy answer to HumanEval's test problems (never trained on). The start passes "
+        f"{len(record['start_passed'])} of 33 greedily.",
+        _table(["seed", "HumanEval test problems passed (greedy, of 33)", "gained", "lost"], per_seed),
+        f"Each problem the start passes or a seed gained, with how many of the start's "
+        f"{start['humaneval']['n_samples']} samples at T = {start['humaneval']['temperature']} pass it "
+        "(the start's record above). The problems lost are ones the start passes greedily while few of its samples "
+        "do; no rollout rewarded them, so nothing held their answers in place while the weights moved for other "
+        "tasks.",
+        _table(["problem", "start, greedy", "start's samples that pass", "seeds that lost it",
+                "seeds that gained it"], problems),
+        "Every change: how the failing answer's generation ended, and the function's length in lines, start → "
+        "trained:",
+        _table(["seed", "problem", "change", "failing answer ended", "lines, start → trained"], endings),
+        _provenance(record, path, command="python benchmarks/smollm2_humaneval_problems.py")])
+
+
+def course_humaneval_section() -> str:
+    path = "notebooks/data/smollm2_rl_humaneval.json"
+    record = _read(path)
+    course = _read("notebooks/data/smollm2_rl.json")
+    start_sampled = _read("notebooks/data/smollm2_start_sampled.json")
+    if record is None or course is None or start_sampled is None:
+        return ""
+    names = _he_names()
+    start = next(r for r in course["runs"] if r["model"] == "start")
+    trained = {r["seed"]: r for r in course["runs"] if r["model"] != "start"}
+    runs = sorted(record["runs"], key=lambda r: r["seed"])
+    n_he = len(names)
+    n_test = start["test_tasks"]
+    n_all = n_he + n_test
+    he_start_greedy = len(record["start_passed"])
+    he_start_sampled = start_sampled["humaneval"]["test_pass@1"]
+    sampled = _measure(record["sampled"]["n_samples"], record["sampled"]["temperature"])
+    course_sampled = _measure(course["sampled"]["n_samples"], course["sampled"]["temperature"])
+    measures = [
+        ("HumanEval test (never trained on)", "greedy pass@1", he_start_greedy / n_he,
+         [len(r["passed"]) / n_he for r in runs]),
+        ("HumanEval test (never trained on)", sampled, he_start_sampled,
+         [r["humaneval_test_pass@1_from_samples"] for r in runs]),
+        (f"all {n_all} never trained on", "greedy pass@1", (start["test_greedy_passed"] + he_start_greedy) / n_all,
+         [(trained[r["seed"]]["test_greedy_passed"] + len(r["passed"])) / n_all for r in runs]),
+        (f"all {n_all} never trained on", f"course test: {course_sampled}; HumanEval: {sampled}; weighted by tasks",
+         (start["test_pass_rate"] * n_test + he_start_sampled * n_he) / n_all,
+         [(trained[r["seed"]]["test_pass_rate"] * n_test + r["humaneval_test_pass@1_from_samples"] * n_he) / n_all
+          for r in runs])]
+    rows = [[tasks, measure, f"{s:.3f}"] + _change_row(values, s) for tasks, measure, s, values in measures]
+    per_seed = [[r["seed"], len(r["passed"]), ", ".join(_he_problem(i, names) for i in r["gained"]) or "none",
+                 ", ".join(_he_problem(i, names) for i in r["lost"]) or "none"] for r in runs]
+    return "\n\n".join([
+        "## HumanEval after the run that never saw it",
+        f"The six seeds of the GRPO run above (`{Path(record['record']).name}`: rollouts from the course's train "
+        f"and val tasks only) rerun by `{record['script']} --protocol course` on {record['machine']} (the record "
+        "was made on another processor; every step's rewards, pass rates, lengths and groups with a pass equal the "
+        "record's, and the float diagnostics agree up to last-digit differences), each trained model measured on "
+        "HumanEval's 33 test problems greedily and from samples. The course test counts come from the record. "
+        "The start's sampled rates carry sampling noise of their own, which the ± leaves out.",
+        _table(["tasks", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval", "verdict"], rows),
+        f"HumanEval test problems, greedy; the start passes "
+        f"{', '.join(_he_problem(i, names) for i in record['start_passed'])}:",
+        _table(["seed", "passed (of 33)", "gained", "lost"], per_seed),
+        _provenance(record, path, command="python benchmarks/smollm2_humaneval_problems.py --protocol course "
+                                          "--samples 10")])
+
+
+def gpu_long_section() -> str:
+    path = "notebooks/data/smollm2_gpu_long.json"
+    record = _read(path)
+    if record is None:
+        return ""
+    from course_lib.stats import sign_test
+    from course_lib.tasks import load_tasks
+    start, long = (next(r for r in record["runs"] if r["model"] == m) for m in ("start", "grpo-long"))
+    rl = record["rl"]
+    sampled = _measure(record["sampled"]["n_samples"], record["sampled"]["temperature"])
+    measures = [(ROLES["train"], "greedy pass@1", "train_greedy_pass@1"),
+                (ROLES["val"], "greedy pass@1", "val_greedy_pass@1"),
+                (ROLES["test"], "greedy pass@1", "test_greedy_pass@1"),
+                (ROLES["test"], sampled, "test_pass@1_from_samples"),
+                ("HumanEval test (never trained on)", "greedy pass@1", "humaneval_test_greedy_pass@1"),
+                ("HumanEval test (never trained on)", sampled, "humaneval_test_pass@1_from_samples")]
+    rows = [[tasks, measure, f"{start[key]:.3f}", f"{long[key]:.3f}", f"{long[key] - start[key]:+.3f}"]
+            for tasks, measure, key in measures]
+    split_ids = {}
+    for t in load_tasks():
+        split_ids.setdefault(t.split, set()).add(t.id)
+    changes = []
+    for split in ("train", "val", "test"):
+        ids = split_ids[split]
+        before, after = set(start["greedy_passed_ids"]) & ids, set(long["greedy_passed_ids"]) & ids
+        gained, lost = sorted(after - before), sorted(before - after)
+        changes.append([ROLES[split], f"{len(before)} → {len(after)} of {len(ids)}", len(gained), len(lost),
+                        f"{sign_test(len(gained), len(lost)):.3f}"])
+    steps = long["steps_done"]
+    return "\n\n".join([
+        "## The long GRPO run on a GPU, one seed",
+        f"The HumanEval protocol above (rollouts from {record['rollout_pool']}) with {rl['prompts_per_step']} "
+        f"prompts x {rl['group_size']} samples a step, for as many steps as {record['train_seconds_budget']:.0f} s "
+        f"of training allowed: {steps} steps, {steps * rl['prompts_per_step'] * rl['group_size']} completions, "
+        f"random seed {record['seed']}. One seed gives no interval over seeds; the second table gives a sign test "
+        "over the tasks whose greedy result changed. The trained adapter is in the course "
+        "(`notebooks/data/smollm2_gpu_long_adapter`).",
+        _table(["tasks", "measure", "start", "trained (1 seed)", "change"], rows),
+        _table(["split", "greedy passes, start → trained", "gained", "lost", "sign test p"], changes),
+        f"The start on all {start['humaneval164_tasks']} HumanEval problems: greedy "
+        f"{start['humaneval164_greedy_passed']} of {start['humaneval164_tasks']}, "
+        f"{sampled} {start['humaneval164_pass@1_from_samples']:.3f}.",
+        _provenance(record, path, command="python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir "
+                                          "notebooks/data/smollm2_gpu_long_adapter")])
+
+
 def gpu_seeds_section() -> str:
     path = "notebooks/data/smollm2_gpu_seeds.json"
     record = _read(path)
     if record is None:
         return ""
-    names = {"train_greedy": ("train", "greedy pass@1"), "val_greedy": ("val (rewarded)", "greedy pass@1"),
-             "test_greedy": ("test (never trained on)", "greedy pass@1"),
-             "test_sampled": ("test (never trained on)", "pass@1 from 10 samples at T = 0.8"),
+    sampled = _measure(record["sampled"]["n_samples"], record["sampled"]["temperature"])
+    names = {"train_greedy": (ROLES["train"], "greedy pass@1"), "val_greedy": (ROLES["val"], "greedy pass@1"),
+             "test_greedy": (ROLES["test"], "greedy pass@1"), "test_sampled": (ROLES["test"], sampled),
              "humaneval_test_greedy": ("HumanEval test (never trained on)", "greedy pass@1"),
-             "humaneval_test_sampled": ("HumanEval test (never trained on)", "pass@1 from 10 samples at T = 0.8"),
+             "humaneval_test_sampled": ("HumanEval test (never trained on)", sampled),
              "never_trained_greedy": ("all 48 never trained on", "greedy pass@1"),
-             "never_trained_sampled": ("all 48 never trained on", "pass@1 from 10 samples at T = 0.8")}
+             "never_trained_sampled": ("all 48 never trained on", sampled)}
+    from course_lib.stats import mean_se
     rows = []
     for key, (tasks, measure) in names.items():
         c = record["changes"][key]
-        n = len(c["change"])
-        mean_start = sum(c["start"]) / n
-        mean_trained = sum(c["trained"]) / n
-        rows.append([tasks, measure, f"{mean_start:.3f}", f"{mean_trained:.3f}",
-                     f"{c['change_mean']:+.3f} ± {c['change_se']:.3f}", round(c["t_factor"] * c["change_se"], 3),
-                     c["verdict"]])
+        rows.append([tasks, measure, f"{mean_se(c['start'])[0]:.3f}"] + _change_row(c["trained"], c["start"]))
     rl = record["rl"]
+    steps = [next(r for r in record["per_seed"][str(s)]["runs"] if r["model"] != "start")["steps_done"]
+             for s in record["seeds"]]
     return "\n\n".join([
         "## The long GRPO run on a GPU, three seeds",
-        f"The same loop with {rl['prompts_per_step']} prompts x {rl['group_size']} samples a step and "
-        f"{record['train_seconds_budget']:.0f} s of training per seed (the course's train and val tasks and "
-        f"HumanEval's 131 training problems as the rollout pool), seeds {record['seeds']}, side by side on one GPU. "
-        "Changes are paired by seed with each seed's own measurement of the start.",
-        _table(["tasks", "measure", "start", "trained", "change", "t-interval", "verdict"], rows),
-        _provenance(record, path)])
+        f"The run above again for seeds {record['seeds']}, {record['runs_side_by_side']} side by side on one GPU, "
+        f"{record['train_seconds_budget']:.0f} s of training each ({' / '.join(map(str, steps))} steps of "
+        f"{rl['prompts_per_step']} prompts x {rl['group_size']} samples; each update summed over pieces of "
+        f"{rl['micro_batch_size']} completions, the same update in less memory). Every seed measured its own "
+        "start (the same greedy answers, its own samples), and each change is paired with it; mean ± standard "
+        f"error over the {len(record['seeds'])} seeds. The 48 tasks never trained on pool the course's test "
+        "split (15) and HumanEval's test problems (33). Chapter 10's section 8 shows the pooled rows.",
+        _table(["tasks", "measure", "start (mean of the seeds' starts)", "trained (mean ± SE)", "change ± SE",
+                "t-interval", "verdict"], rows),
+        _provenance(record, path, command="python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs "
+                                          "benchmarks/smollm2_gpu_long.py per seed)")])
 
 
 # Chapter 6: the GRU trained by PPO, on a CPU. Every pass rate below is a greedy pass@1 (one
@@ -395,7 +646,9 @@ PAGES = {
                         gru_methods_section)),
     "10_lora_rl": ("Chapter 10 results: LoRA-RL on a real model",
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
-                   (engine_section, cpu_seeds_section, cpu_methods_section, gpu_seeds_section)),
+                   (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
+                    humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
+                    gpu_long_section, gpu_seeds_section)),
 }
 
 
