@@ -3,7 +3,7 @@
     python benchmarks/gru_methods.py [--seeds 0 1 2] [--out runs/gru_methods] [--updates 20] [--jobs 2]
 
 Variants: `PPOConfig.method`, which picks the parts of the RL core an update uses
-(`course_lib.core.rl.METHOD_PARTS`, the table chapter 10's language model reads too). Everything else
+(`course_lib.core.rl.METHODS`, the table chapter 10's language model reads too). Everything else
 is chapter 6's PPO run without exploration, as in benchmarks/explore_ablation.py's "ppo" variant:
 20 updates of 128 episodes (16 tasks x 8), behaviour cloning on the train solutions, self-imitation
 of passing programs.

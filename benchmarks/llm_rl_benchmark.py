@@ -29,17 +29,18 @@ OUTPUT = REPO_ROOT / "notebooks" / "data" / "llm_rl_benchmark.json"
 
 SEEDS = (0, 1, 2)
 # The chapter's parameters cell has the same defaults: its seed-0 runs are this file's seed-0 runs.
-COMMON = dict(steps=20, lr=1e-3, temperature=0.8, max_new_tokens=64, length_alpha=0.01, clip_eps=0.2, epochs=2,
-              kl_coef=0.05)
-METHODS = {  # 16 completions per step for every method
+COMMON = dict(steps=20, lr=1e-3, temperature=0.8, max_new_tokens=64, length_alpha=0.01, clip_eps=0.2, epochs=2)
+# 16 completions per step for every method; the KL weight towards the reference is GRPO's (REINFORCE's loss has no
+# KL term, and PPO runs with its own, 0)
+METHODS = {
     "reinforce": dict(method="reinforce", prompts_per_step=16, group_size=1),
     "ppo": dict(method="ppo", prompts_per_step=16, group_size=1),
-    "grpo": dict(method="grpo", prompts_per_step=4, group_size=4),
+    "grpo": dict(method="grpo", prompts_per_step=4, group_size=4, kl_coef=0.05),
 }
 # Section 8's failure: GRPO at a 3x larger learning rate, as published and with a floor under the group std.
 VARIANTS = {
-    "grpo-lr3e-3": dict(method="grpo", prompts_per_step=4, group_size=4, lr=3e-3),
-    "grpo-lr3e-3-min-std": dict(method="grpo", prompts_per_step=4, group_size=4, lr=3e-3, min_std=0.1),
+    "grpo-lr3e-3": dict(method="grpo", prompts_per_step=4, group_size=4, kl_coef=0.05, lr=3e-3),
+    "grpo-lr3e-3-min-std": dict(method="grpo", prompts_per_step=4, group_size=4, kl_coef=0.05, lr=3e-3, min_std=0.1),
 }
 EVAL = dict(n_samples=10, temperature=0.8, max_new_tokens=128)
 LORA = dict(rank=8, alpha=16.0)

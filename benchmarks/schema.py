@@ -480,7 +480,6 @@ _LEFT_PADDED_REASON = ("decode.left_padded builds the same left-padded ids and m
 _METHOD_TABLE = {  # the RL core's method table: reviewed in the working tree on 2026-11-27, before it was committed
     "course_lib/core/rl.py::Method": "f718ba496e07",
     "course_lib/core/rl.py::METHODS": "82b6f7df8542",
-    "course_lib/core/rl.py::METHOD_PARTS": "8b9051ae1179",
     "course_lib/core/rl.py::kl_weight": "fafbc8336ba1",
     "course_lib/core/rl.py::with_kl_weight": "cba584c8b545",
     "course_lib/core/rl.py::RLSettings": "89351ddf2cde",

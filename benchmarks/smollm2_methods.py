@@ -21,7 +21,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from smollm2_rl import OUTPUT as GRPO_RECORD  # noqa: E402
 from smollm2_rl import REPO_ROOT, main  # noqa: E402
 
-ONE_PER_PROMPT = {"prompts_per_step": 16, "group_size": 1}  # GRPO's 4 prompts x 4 samples, one sample each
+ONE_PER_PROMPT = {"prompts_per_step": 16, "group_size": 1,  # GRPO's 4 prompts x 4 samples, one sample each
+                  "kl_coef": None}  # each method's own KL weight: none for REINFORCE, 0 for PPO
 
 if __name__ == "__main__":
     import argparse

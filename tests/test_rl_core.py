@@ -278,7 +278,6 @@ def test_every_method_of_the_table_is_accepted_by_both_policies_settings(method)
     lm = llm_rl.RLConfig(method=method, group_size=2 if parts.grouped else 1)
     gru = PPOConfig(method=method, episodes_per_task=2)
     assert (lm.kl_coef, lm.kl_weight, gru.kl_coef, gru.kl_weight) == (None, LM_KL_BEFORE[method], 0.0, 0.0)
-    assert rl.METHOD_PARTS[method] == (parts.estimator, parts.loss, parts.critic)
     if parts.uses_kl:
         assert lm.replace(kl_coef=0.1).kl_weight == gru.replace(kl_coef=0.1).kl_weight == 0.1
         assert gru.replace(kl_coef=None).kl_weight == parts.kl_coef  # none: the method's own

@@ -273,7 +273,7 @@ def test_a_run_on_the_gpu_trains_and_resumes_on_the_cpu(tmp_path):
 
 @pytest.mark.parametrize("method", ["grpo", "reinforce"])
 def test_the_gru_trains_by_the_language_models_methods(method, monkeypatch):
-    """method picks the same parts of the RL core for the GRU as for the language model (rl.METHOD_PARTS):
+    """method picks the same parts of the RL core for the GRU as for the language model (rl.METHODS):
     grpo's advantages are centred within each task's group and leave the critic alone; REINFORCE makes one pass."""
     config = PPOConfig(**{**TINY, "method": method, "updates": 2, "explore_episodes": 0, "eval_every": 0,
                           "bc_coef": 0.0, "sil_coef": 0.0})

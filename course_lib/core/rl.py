@@ -79,7 +79,6 @@ METHODS = {
     # GRPO, plus SFT terms on a teacher's and its own best answers
     "teacher-grpo": Method("group", "clip", critic=False, normalise=True, kl_coef=0.05, teacher_terms=True),
 }
-METHOD_PARTS = {name: (m.estimator, m.loss, m.critic) for name, m in METHODS.items()}  # (estimator, loss, critic)
 
 
 def kl_weight(method: str, kl_coef: float | None) -> float:
