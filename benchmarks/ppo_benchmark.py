@@ -67,15 +67,15 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     budget = ppo_seconds(run_dir)
 
     tasks = load_tasks(tasks_dir=config.tasks_dir)
-    rl_tasks = [t for t in tasks if t.split in config.splits]
+    rl_tasks = [t for t in tasks if t.split in config.rollout_splits]
     model, tok, extra_info = load_checkpoint(run_dir / "pretrained.pt")
     alphabet = extra_info["alphabet"]
     torch.manual_seed(seed)
     bon = best_of_n(model, tok, rl_tasks, temperature=config.temperature, samples_per_round=8,
                     time_budget=budget, seed=seed, allowed_ids=alphabet, max_new_tokens=config.max_new_tokens,
                     progress=False)
-    ei = expert_iteration(model, tok, tasks, rl_splits=config.splits, temperature=config.temperature,
-                          episodes_per_round=config.episodes_per_update, episodes_per_task=config.episodes_per_task,
+    ei = expert_iteration(model, tok, tasks, rollout_splits=config.rollout_splits, temperature=config.temperature,
+                          episodes_per_round=config.episodes_per_update, group_size=config.group_size,
                           time_budget=budget, lr=config.lr, batch_size=config.teacher_batch_size,
                           finetune_steps=config.epochs * (config.episodes_per_update // config.minibatch_size),
                           bc_coef=config.bc_coef, sil_coef=config.sil_coef,

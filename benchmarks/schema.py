@@ -492,13 +492,30 @@ _METHOD_TABLE_REASON = (
     "the method table (core.rl.Method/METHODS) replaces METHOD_PARTS, KL_METHODS and the language model's kl_coef "
     "override of 0.05: for grpo it gives the same parts (group advantages, normalised; the clipped loss; no critic; "
     "no teacher terms) and, with kl_coef=0.05 as the record's settings give it, the same KL weight, 0.05")
+_RENAMED = {  # one name per shared setting: reviewed in the working tree on 2026-11-27, before it was committed
+    "course_lib/config.py::RENAMED": "4b324de32f4e",
+    "course_lib/config.py::renamed": "01871786d718",
+    "course_lib/config.py::coerce": "7e72754e71d4",
+    "course_lib/config.py::Config": "4ae853f7023f",
+    "course_lib/core/rl.py::RLSettings": "f8a008103ad9",
+    "course_lib/lm/llm_rl.py::ROLLOUT_SPLITS": "e1801d47381c",
+    "course_lib/lm/llm_rl.py::RLConfig": "b75dd38ebea6",
+    "course_lib/lm/llm_rl.py::rollout": "8c023c203952",
+    "course_lib/lm/llm_rl.py::LMTrainer": "07a81faffa62",
+}
+_RENAMED_REASON = (
+    "a rename with the same defaults: RLConfig's timeout, clip_norm and splits are RLSettings' sandbox_timeout, "
+    "max_grad_norm and rollout_splits (2.0 s, 1.0, train and val as before), group_size moved to RLSettings with "
+    "the same default (4) and check, and rollout and LMTrainer read the new names; config.RENAMED reads a stored "
+    "config's old names as the new ones, and coerce splits a tuple option's items on commas too (a list of names "
+    "without commas reads as before)")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
-                  f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05)",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE,
+                  f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",
@@ -508,8 +525,8 @@ STILL_VALID: dict[str, dict] = {
     },
     "benchmarks/records/generation_throughput.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
-                  "kl_coef 0.05)",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE},
+                  f"kl_coef 0.05); {_RENAMED_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED},
     },
 }
 

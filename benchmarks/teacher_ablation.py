@@ -51,7 +51,7 @@ KEEP = ("update", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampl
 
 def base_config(args) -> dict:
     return dict(pretrained=str(args.pretrained), updates=args.updates, episodes_per_update=args.episodes,
-                episodes_per_task=8, minibatch_size=args.episodes // 2, eval_every=args.eval_every,
+                group_size=8, minibatch_size=args.episodes // 2, eval_every=args.eval_every,
                 save_every=args.updates, plots=False, threads=1,
                 explore_episodes=0)  # chapter 6's exploration: off unless a variant sets it
 

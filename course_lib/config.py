@@ -13,6 +13,7 @@ makes every field a command-line option with its help and default, and `from_opt
 back. `course_lib.gru.ppo_config.PPOConfig` (the GRU's PPO, chapters 6-8) and `course_lib.lm.llm_rl.RLConfig`
 (the language model's RL, chapters 10-11) are both declared this way, on one base: `course_lib.core.rl.RLSettings`,
 the knobs of the RL core they share, each declared once (`override` gives a subclass its own default).
+A config stored before a setting was renamed (a run's config.json or saved state) still loads: `RENAMED`.
 """
 
 from __future__ import annotations
@@ -27,6 +28,23 @@ import torch
 
 class ConfigError(ValueError):
     """A setting has a value that cannot be used. The message says which and why."""
+
+
+# Settings renamed when both policies' settings took one name per knob (course_lib.core.rl.RLSettings): old name ->
+# today's. `Config.from_dict` (and so `load`, a resumed run's config.json) and `renamed` read a stored config's old
+# names as today's; the records keep the names they were written with.
+RENAMED = {
+    "episodes_per_task": "group_size",    # PPOConfig's (the GRU's) samples per task
+    "clip_norm": "max_grad_norm",         # RLConfig's (the language model's) gradient-norm clip
+    "timeout": "sandbox_timeout",         # RLConfig's seconds per program in the sandbox
+    "rl_splits": "rollout_splits",        # PPOConfig's splits rolled out, then a comma-separated string
+    "splits": "rollout_splits",           # RLConfig's
+}
+
+
+def renamed(data: dict, known=None) -> dict:
+    """A stored config's settings under today's names (RENAMED); a name `known` lists stays as it is."""
+    return {(RENAMED[k] if k in RENAMED and (known is None or k not in known) else k): v for k, v in data.items()}
 
 
 def option(default, help: str, type=None, choices=None, nullable: bool = False):
@@ -119,9 +137,9 @@ def coerce(f: dataclasses.Field, value, where: str):
             return None
         raise ConfigError(f"{where}: {f.name} cannot be none")
     try:
-        if typ is tuple:
-            items = value.split(",") if isinstance(value, str) else value
-            return tuple(str(x).strip() for x in items if str(x).strip())
+        if typ is tuple:  # "train,val", ["train", "val"] and ["train,val"] alike
+            items = [value] if isinstance(value, str) else value
+            return tuple(p.strip() for x in items for p in str(x).split(",") if p.strip())
         if typ is bool:
             if isinstance(value, bool):
                 return value
@@ -152,6 +170,7 @@ class Config:
     @classmethod
     def from_dict(cls, data: dict, where: str = "the config"):
         known = {f.name: f for f in dataclasses.fields(cls)}
+        data = renamed(data, known)
         unknown = sorted(set(data) - set(known))
         if unknown:
             raise ConfigError(f"{where}: unknown setting(s) {unknown}; known: {sorted(known)}")

@@ -79,7 +79,7 @@ def main(argv=None) -> int:
     config = llm_rl.RLConfig(method=args.method, steps=args.steps, prompts_per_step=args.batch_size,
                              group_size=args.group_size, max_new_tokens=args.max_new_tokens, lr=args.lr,
                              style=args.style, seed=args.seed + 1000 * rank)  # each process its own rollouts
-    pool = [t for t in load_tasks() if t.split in config.splits]
+    pool = [t for t in load_tasks() if t.split in config.rollout_splits]
     history = llm_rl.train_rl(model, tokenizer, pool, config, accelerator=accelerator,
                               progress=accelerator.is_main_process)
 

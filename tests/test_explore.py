@@ -71,7 +71,7 @@ def test_the_trainer_keeps_what_exploration_finds_for_self_imitation_only(tmp_pa
     tok = course_tokenizer()
     torch.manual_seed(0)
     model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
-    config = PPOConfig(tasks_dir=str(tmp_path), updates=2, episodes_per_update=8, episodes_per_task=4,
+    config = PPOConfig(tasks_dir=str(tmp_path), updates=2, episodes_per_update=8, group_size=4,
                        minibatch_size=8, max_new_tokens=6, eval_every=0, explore_episodes=64, explore_epsilon=0.9)
     trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
     first = trainer.step()

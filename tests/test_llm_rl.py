@@ -233,7 +233,7 @@ def test_rl_refuses_test_tasks_and_bad_settings(small_dir, tasks):
         llm_rl.train_rl(model, tokenizer, tasks, method="ppo", steps=1)
     pool = [t for t in tasks if t.split == "train"]
     for bad, message in ((dict(method="dpo"), "unknown method"), (dict(method="grpo", group_size=1), "group_size"),
-                         (dict(temperature=0.0), "must sample"), (dict(splits=("test",)), "never trained on"),
+                         (dict(temperature=0.0), "must sample"), (dict(rollout_splits=("test",)), "never trained on"),
                          (dict(style="poem"), "prompt style"), (dict(style="chat"), "chat style needs the tokenizer")):
         with pytest.raises(ValueError, match=message):
             llm_rl.train_rl(model, tokenizer, pool, steps=1, **bad)

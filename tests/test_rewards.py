@@ -134,7 +134,7 @@ def test_spec_round_trip_and_spaces():
 
 # -- the trainer ---------------------------------------------------------------------------
 
-TINY = dict(updates=2, episodes_per_update=8, episodes_per_task=4, minibatch_size=4, epochs=1, max_new_tokens=12,
+TINY = dict(updates=2, episodes_per_update=8, group_size=4, minibatch_size=4, epochs=1, max_new_tokens=12,
             eval_every=0, bc_coef=0.0, sil_coef=0.0, temperature=1.0, explore_episodes=0)
 
 

@@ -18,7 +18,7 @@ from course_lib.core.advantages import compute_gae, normalize_advantages
 from course_lib.core.rollout import Rollout
 from course_lib.gru.trainer import PPOConfig, PPOTrainer
 
-GRU_RUN = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=1, episodes_per_update=8, episodes_per_task=2,
+GRU_RUN = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=1, episodes_per_update=8, group_size=2,
                minibatch_size=4, epochs=2, max_new_tokens=12, eval_every=0, explore_episodes=0, teacher_batch_size=4)
 
 
@@ -276,7 +276,7 @@ def test_every_method_of_the_table_is_accepted_by_both_policies_settings(method)
     for cls in (llm_rl.RLConfig, PPOConfig):
         assert cls.__dataclass_fields__["method"].metadata["choices"] == tuple(rl.METHODS)
     lm = llm_rl.RLConfig(method=method, group_size=2 if parts.grouped else 1)
-    gru = PPOConfig(method=method, episodes_per_task=2)
+    gru = PPOConfig(method=method, group_size=2)
     assert (lm.kl_coef, lm.kl_weight, gru.kl_coef, gru.kl_weight) == (None, LM_KL_BEFORE[method], 0.0, 0.0)
     if parts.uses_kl:
         assert lm.replace(kl_coef=0.1).kl_weight == gru.replace(kl_coef=0.1).kl_weight == 0.1

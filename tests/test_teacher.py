@@ -76,7 +76,7 @@ def test_no_val_or_test_solution_reaches_teacher_or_bc_data_in_a_run(monkeypatch
 
     monkeypatch.setattr(tr, "teacher_losses", spy_losses)
     monkeypatch.setattr(tr, "teacher_rollout", spy_rollout)
-    config = PPOConfig(updates=2, episodes_per_update=16, episodes_per_task=8, minibatch_size=16, epochs=1,
+    config = PPOConfig(updates=2, episodes_per_update=16, group_size=8, minibatch_size=16, epochs=1,
                        max_new_tokens=160, eval_every=0, teacher_batch_size=8, bc_coef=1.0, bc_schedule="linear",
                        teacher_source="both", teacher_episodes=8, plots=False, explore_episodes=0)
     trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)

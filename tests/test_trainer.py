@@ -20,7 +20,7 @@ from toy_tasks import TRAIN, VAL, write_toy_tasks  # tests/toy_tasks.py
 
 # A run small enough for a test: a 16-unit GRU, one pretraining step, four updates of eight episodes.
 TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
-            episodes_per_update=8, episodes_per_task=2, minibatch_size=4, epochs=2, max_new_tokens=12,
+            episodes_per_update=8, group_size=2, minibatch_size=4, epochs=2, max_new_tokens=12,
             eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0, explore_episodes=8)
 
 
@@ -92,13 +92,13 @@ def test_no_test_task_is_ever_rolled_out(monkeypatch):
     tok = course_tokenizer()
     torch.manual_seed(0)
     model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
-    trainer = PPOTrainer(PPOConfig(**{**TINY, "updates": 3, "episodes_per_update": 32, "episodes_per_task": 1}),
+    trainer = PPOTrainer(PPOConfig(**{**TINY, "updates": 3, "episodes_per_update": 32, "group_size": 1}),
                          model=model, tokenizer=tok, progress=False)
     trainer.train()
     assert {t.split for t in rolled} == {"train", "val"}  # val is rolled out (for its tests), test never
     assert not [i for i in trainer.sampler.drawn if trainer.tasks_by_id[i].split == "test"]
     with pytest.raises(ConfigError, match="never trained on"):
-        PPOConfig(rl_splits="train,val,test")
+        PPOConfig(rollout_splits=("train", "val", "test"))
     with pytest.raises(ValueError, match="refuses test tasks"):
         TaskSampler(trainer.tasks, seed=0, unsolved_weight=1.0, min_weight=0.05)
 
@@ -108,7 +108,7 @@ def test_a_tiny_run_raises_the_reward_on_a_toy_task(tmp_path):
     tok = course_tokenizer()
     torch.manual_seed(0)
     model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
-    config = PPOConfig(tasks_dir=str(tmp_path), updates=8, episodes_per_update=32, episodes_per_task=16,
+    config = PPOConfig(tasks_dir=str(tmp_path), updates=8, episodes_per_update=32, group_size=16,
                        minibatch_size=16, epochs=4, lr=0.02, warmup_updates=0, max_new_tokens=8, temperature=1.0,
                        bc_coef=0.0, sil_coef=0.0, eval_every=0, target_kl=None, explore_episodes=0)
     trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
@@ -124,7 +124,7 @@ def test_ppo_coef_zero_leaves_only_the_teacher_terms(tmp_path):
     def weights_after(**kw):
         torch.manual_seed(0)
         model = GRUPolicy(GRUConfig(len(tok), embed_dim=8, hidden_dim=16))
-        config = PPOConfig(tasks_dir=str(tmp_path), updates=1, episodes_per_update=8, episodes_per_task=8,
+        config = PPOConfig(tasks_dir=str(tmp_path), updates=1, episodes_per_update=8, group_size=8,
                            minibatch_size=8, epochs=1, max_new_tokens=6, eval_every=0, explore_episodes=0,
                            bc_coef=0.0, sil_coef=0.0, warmup_updates=0, **kw)
         trainer = PPOTrainer(config, model=model, tokenizer=tok, progress=False)
@@ -159,7 +159,7 @@ def test_cli_rejects_bad_options(tmp_path, capsys):
     with pytest.raises(SystemExit) as e:
         main(["ppo", "--out", str(tmp_path), "--clip-eps", "abc"])
     assert e.value.code == 2 and "--clip-eps" in capsys.readouterr().err
-    assert main(["ppo", "--out", str(tmp_path), "--rl-splits", "train,test"]) == 2
+    assert main(["ppo", "--out", str(tmp_path), "--rollout-splits", "train", "test"]) == 2
     assert "never trained on" in capsys.readouterr().out
     assert main(["ppo", "--out", str(tmp_path), "--minibatch-size", "100", "--episodes-per-update", "64"]) == 2
     assert "cannot exceed" in capsys.readouterr().out
@@ -234,7 +234,7 @@ def test_baselines_run_and_never_sample_test_tasks(tmp_path):
     bon = best_of_n(model, tok, tasks, temperature=1.0, samples_per_round=8, rounds=2, max_new_tokens=4,
                     progress=False)
     assert set(bon["found"]) <= {"nothing", "nothing_val"} and len(bon["curve"]) >= 2
-    ei = expert_iteration(model, tok, tasks, episodes_per_round=8, episodes_per_task=4, rounds=2, finetune_steps=1,
+    ei = expert_iteration(model, tok, tasks, episodes_per_round=8, group_size=4, rounds=2, finetune_steps=1,
                           batch_size=2, max_new_tokens=4, progress=False)
     assert [row["round"] for row in ei["curve"]] == [1, 2] and "val_pass_rate" in ei["curve"][-1]
     with pytest.raises(ValueError, match="test tasks"):
@@ -288,7 +288,7 @@ def test_the_gru_trains_by_the_language_models_methods(method, monkeypatch):
     episode_adv = (adv * ro.mask).sum(1) / ro.mask.sum(1)  # the same advantage on every token of an episode
     if method == "grpo":
         assert estimator == "group"
-        groups = episode_adv.view(-1, config.episodes_per_task)
+        groups = episode_adv.view(-1, config.group_size)
         assert torch.allclose(groups.mean(1), torch.zeros(len(groups)), atol=1e-5)
         assert torch.equal(trainer.model.value_head.weight, critic)  # no critic is trained
         assert all(row["epochs_done"] == config.epochs for row in rows)

@@ -17,7 +17,7 @@ from course_lib.gru.trainer import PPOConfig
 FIXTURES = Path(__file__).parent / "fixtures"
 FIELDS = "prompt=question,solution=answer,tests=checks,id=name,entry_point=entry,split=part"
 TINY = dict(hidden_dim=16, embed_dim=8, pretrain_epochs=1, pretrain_batch_size=64, updates=4,
-            episodes_per_update=8, episodes_per_task=2, minibatch_size=4, epochs=2, max_new_tokens=12,
+            episodes_per_update=8, group_size=2, minibatch_size=4, epochs=2, max_new_tokens=12,
             eval_every=2, save_every=1, teacher_batch_size=4, sandbox_timeout=2.0, explore_episodes=8)
 
 
@@ -77,7 +77,7 @@ def test_ppo_and_eval_commands_take_a_task_file(tmp_path, capsys):
     out = tmp_path / "run"
     code = main(["ppo", "--out", str(out), "--no-progress", "--tasks-dir", str(FIXTURES / "tasks_sample.parquet"),
                  "--task-fields", FIELDS, "--hidden-dim", "16", "--embed-dim", "8", "--pretrain-epochs", "1",
-                 "--updates", "2", "--episodes-per-update", "8", "--episodes-per-task", "4", "--minibatch-size", "4",
+                 "--updates", "2", "--episodes-per-update", "8", "--group-size", "4", "--minibatch-size", "4",
                  "--max-new-tokens", "12", "--eval-every", "0", "--teacher-batch-size", "2"])
     assert code == 0, capsys.readouterr().out
     result = json.loads((out / tr.EVAL_FILE).read_text())

@@ -22,7 +22,7 @@ def tiny_model(seed=0):
 
 def toy_config(tmp_path, **changes):
     write_toy_tasks(tmp_path, with_val=False)
-    base = dict(tasks_dir=str(tmp_path), updates=6, episodes_per_update=32, episodes_per_task=16, minibatch_size=16,
+    base = dict(tasks_dir=str(tmp_path), updates=6, episodes_per_update=32, group_size=16, minibatch_size=16,
                 epochs=4, lr=0.02, warmup_updates=0, max_new_tokens=8, temperature=1.0, bc_coef=0.0, sil_coef=0.0,
                 eval_every=0, target_kl=None, plots=False, explore_episodes=0)
     return PPOConfig(**{**base, **changes})
@@ -31,7 +31,7 @@ def toy_config(tmp_path, **changes):
 def test_reward_stuck_at_zero_without_a_pretrained_start():
     """Symptom: "reward_mean": 0.0 on every update. Cause: an untrained policy never writes a passing program."""
     model, tok = tiny_model()
-    config = PPOConfig(updates=2, episodes_per_update=16, episodes_per_task=8, minibatch_size=16, max_new_tokens=40,
+    config = PPOConfig(updates=2, episodes_per_update=16, group_size=8, minibatch_size=16, max_new_tokens=40,
                        eval_every=0, bc_coef=0.0, sil_coef=0.0, plots=False, explore_episodes=0)
     metrics = PPOTrainer(config, model=model, tokenizer=tok, progress=False).train()
     assert [m["reward_mean"] for m in metrics] == [0.0, 0.0]
@@ -86,7 +86,7 @@ def test_checkpoint_mismatch_messages(tmp_path):
     with pytest.raises(CheckpointMismatchError, match="another vocabulary"):
         load_checkpoint(tmp_path / "other.pt", tokenizer=course_tokenizer())
     config = PPOConfig(hidden_dim=16, embed_dim=8, pretrain_epochs=1, updates=2, episodes_per_update=8,
-                       episodes_per_task=2, minibatch_size=4, max_new_tokens=8, eval_every=0, teacher_batch_size=4,
+                       group_size=2, minibatch_size=4, max_new_tokens=8, eval_every=0, teacher_batch_size=4,
                        save_every=1, plots=False)
     run(config, tmp_path / "run", stop_after=1, progress=False, log=lambda *a: None)
     with pytest.raises(ConfigError, match="was written by a run with other settings: lr was 0.003, now 0.001"):

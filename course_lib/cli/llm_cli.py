@@ -255,7 +255,7 @@ def main(args) -> int:
 # The RL options are RLConfig's fields (course_lib.config.add_options), except those the `llm` command
 # shares with SFT and evaluation (given by hand above) and group_size, whose default depends on the method.
 SHARED_WITH_SFT = ("method", "steps", "prompts_per_step", "lr", "max_new_tokens", "seed", "group_size")
-RL_OPTION_NAMES = {"temperature": "rollout_temperature", "splits": "rollout_splits"}  # --temperature: evaluation's
+RL_OPTION_NAMES = {"temperature": "rollout_temperature"}  # --temperature: evaluation's
 
 
 def add_rl_arguments(group) -> None:

@@ -38,6 +38,7 @@ from course_lib.core.losses import masked_mean, ppo_loss, reinforce_loss, value_
 from course_lib.core.rollout import Rollout
 
 LOSSES = ("clip", "reinforce")
+ROLLOUT_SPLITS = ("train", "val")  # the splits whose tests may give reward; test is never trained on
 
 @dataclass(frozen=True)
 class Method:
@@ -135,13 +136,30 @@ class RLSettings(Config):
                                          "the policy near what it learnt before RL; 0: off; none: the method's own ("
                                          + ", ".join(f"{n} {m.kl_coef:g}" for n, m in METHODS.items() if m.uses_kl)
                                          + "); reinforce's loss has no KL term", float, nullable=True)
+    group_size: int = option(4, "samples (episodes) per drawn task: its group, which grpo's advantages compare "
+                                "with each other (at least 2 there); the prompt is read once for all of them")
+    max_grad_norm: float = option(1.0, "global gradient-norm clip: the gradient of all the trained parameters "
+                                       "together is scaled down to this norm when above it")
+    sandbox_timeout: float = option(2.0, "seconds one program may run in the sandbox")
+    rollout_splits: tuple = option(ROLLOUT_SPLITS, "splits whose tasks are rolled out for reward: train, val "
+                                                   "(comma- or space-separated); test is refused (never trained on)")
 
     def validate(self) -> None:
         require(self.method in METHODS, f"unknown method {self.method!r}; choose one of {tuple(METHODS)}")
-        for name in ("epochs", "max_new_tokens"):
+        for name in ("epochs", "max_new_tokens", "group_size"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("lr", "clip_eps"):
+        for name in ("lr", "clip_eps", "max_grad_norm", "sandbox_timeout"):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        require(not METHODS[self.method].grouped or self.group_size >= 2,
+                f"{self.method} compares the samples of the same task: group_size must be >= 2, got {self.group_size}")
+        splits = self.rollout_splits
+        self.rollout_splits = splits = tuple(str(x).strip() for x in (splits.split(",") if isinstance(splits, str)
+                                                                      else splits) if str(x).strip())
+        require(splits, "rollout_splits: name at least one split to roll out, e.g. train,val")
+        require(set(splits) <= set(ROLLOUT_SPLITS),
+                f"rollout_splits={','.join(splits)}: only train and val may give reward; test tasks are never trained "
+                "on (they measure generalisation)" if "test" in splits else
+                f"rollout_splits={','.join(splits)}: unknown split; choose among {', '.join(ROLLOUT_SPLITS)}")
         require(self.temperature > 0, f"rollouts must sample: temperature must be positive (greedy decoding is for "
                                       f"evaluation), got {self.temperature}")
         require(self.vf_coef >= 0, f"vf_coef must be >= 0, got {self.vf_coef}")

@@ -84,8 +84,8 @@ def _solved(tasks, found) -> dict:
     return out
 
 
-def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "val"), temperature: float = 1.5,
-                     episodes_per_round: int = 64, episodes_per_task: int = 4, rounds: int | None = None,
+def expert_iteration(model, tokenizer, tasks: Sequence, *, rollout_splits=("train", "val"), temperature: float = 1.5,
+                     episodes_per_round: int = 64, group_size: int = 4, rounds: int | None = None,
                      time_budget: float | None = None, finetune_steps: int = 4, lr: float = 3e-3,
                      batch_size: int = 32, bc_coef: float = 2.0, sil_coef: float = 0.5, per_task: int = 4,
                      unsolved_weight: float = 1.0, warmup_rounds: int = 3,
@@ -101,9 +101,9 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
         raise ValueError("expert_iteration needs rounds or time_budget (or both)")
     tasks = list(tasks)
     by_id = {t.id: t for t in tasks}
-    rl_tasks = [t for t in tasks if t.split in rl_splits]
+    rl_tasks = [t for t in tasks if t.split in rollout_splits]
     if not rl_tasks or any(t.split == "test" for t in rl_tasks):
-        raise ValueError(f"rl_splits={rl_splits}: expected train and/or val tasks (never test)")
+        raise ValueError(f"rollout_splits={rollout_splits}: expected train and/or val tasks (never test)")
     torch.manual_seed(seed)
     generator = torch.Generator().manual_seed(seed)
     rng = np.random.default_rng(seed + 1)
@@ -118,8 +118,8 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rl_splits=("train", "
     r = 0
     while (rounds is None or r < rounds) and (time_budget is None or time.perf_counter() - start < time_budget):
         # sample and keep what passes
-        drawn = sampler.draw(episodes_per_round // episodes_per_task, 1)
-        rows, completions, reports = attempts(model, tokenizer, drawn, n=episodes_per_task, temperature=temperature,
+        drawn = sampler.draw(episodes_per_round // group_size, 1)
+        rows, completions, reports = attempts(model, tokenizer, drawn, n=group_size, temperature=temperature,
                                              generator=generator, allowed_ids=allowed_ids,
                                              max_new_tokens=max_new_tokens, timeout=timeout)
         sampler.observe([_Outcome(t.id, rep.all_passed) for t, rep in zip(rows, reports)])

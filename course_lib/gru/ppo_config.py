@@ -28,7 +28,6 @@ class PPOConfig(RLSettings):
     tasks_dir: str | None = option(None, "folder of task TOML files, one .toml file, or one .jsonl/.parquet file; none: the course's tasks/", str)
     task_fields: str | None = option(None, "for a .jsonl/.parquet tasks file: field renames ours=theirs, e.g. "
                                            "'prompt=question,solution=answer'", str)
-    rl_splits: str = option("train,val", "splits rolled out for reward (comma-separated); 'test' is refused")
     threads: int = option(2, "torch CPU threads for the network (the sandbox runs between its steps, not beside "
                              "them); two runs side by side on 2 cores: 1 each")
     # --- pretraining (only when no --pretrained) ----------------------------------
@@ -41,14 +40,12 @@ class PPOConfig(RLSettings):
     # --- rollouts -------------------------------------------------------------------
     updates: int = option(20, "number of PPO updates (rollout + learning) in the run")
     episodes_per_update: int = option(128, "episodes sampled in lockstep per update (B)")
-    episodes_per_task: int = option(8, "episodes per drawn task (its prompt is read once for all of them; grpo's "
-                                       "group)")
+    group_size: int = override(RLSettings, "group_size", 8)
     temperature: float = override(RLSettings, "temperature", 1.5)
     max_new_tokens: int = override(RLSettings, "max_new_tokens", 160)
     unsolved_weight: float = option(1.0, "task sampling: 0 uniform; 1 weight each task by 1 - its recent pass rate")
     min_task_weight: float = option(0.05, "task sampling: floor on a task's weight, so solved tasks are still visited")
     train_share: float = option(0.25, "task sampling: share of each update's tasks drawn from train (the rest: val)")
-    sandbox_timeout: float = option(2.0, "seconds one program may run in the sandbox")
     reward: str = option("fraction=1", "reward terms and weights (chapter 7, course_lib.rewards), e.g. "
                                        "'pass=1,fraction=0.5,syntax=0.1,length=0.002,quality=0.1'")
     # --- GAE ------------------------------------------------------------------------
@@ -70,7 +67,6 @@ class PPOConfig(RLSettings):
     kl_coef: float | None = override(RLSettings, "kl_coef", 0.0)  # off for every method unless asked
     warmup_updates: int = option(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = option(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
-    max_grad_norm: float = option(1.0, "global gradient-norm clipping")
     target_kl: float | None = option(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float,
                                     nullable=True)
     # --- teacher terms (chapter 8) -----------------------------------------------------
@@ -95,35 +91,22 @@ class PPOConfig(RLSettings):
     keep_checkpoints: int = option(0, "also keep each save as checkpoints/update_NNNN.pt, the last this many (0: none)")
     plots: bool = option(True, "draw training.png (reward, pass rate, KL, entropy, clip fraction, EV) at the end")
 
-    @property
-    def splits(self) -> tuple[str, ...]:
-        return tuple(s.strip() for s in self.rl_splits.split(",") if s.strip())
-
     def validate(self) -> None:
         super().validate()  # the core's knobs (course_lib.core.rl.RLSettings)
         method = METHODS[self.method]
         if method.grouped:
-            require(self.episodes_per_task >= 2, f"{self.method} compares the episodes of the same task: "
-                                                 f"episodes_per_task must be >= 2, got {self.episodes_per_task}")
             require(self.teacher_episodes == 0, f"{self.method}: teacher episodes are extra rows, not samples of a "
                                                 "task's group; drop --teacher-source and --teacher-episodes (bc_coef "
                                                 "and sil_coef still teach)")
         require(not method.teacher_terms or self.bc_coef > 0 or self.sil_coef > 0,
                 f"{self.method} adds the teacher terms to its loss: set bc_coef or sil_coef above 0 (or use a method "
                 f"without them: {', '.join(n for n, m in METHODS.items() if not m.teacher_terms)})")
-        splits = self.splits
-        require(splits, "rl_splits: name at least one split to roll out, e.g. 'train,val'")
-        require(set(splits) <= {"train", "val"},
-             f"rl_splits={self.rl_splits!r}: only 'train' and 'val' may give reward; 'test' tasks are never "
-             "trained on (they measure generalisation)" if "test" in splits else
-             f"rl_splits={self.rl_splits!r}: unknown split; choose among 'train' and 'val'")
         for name in ("hidden_dim", "embed_dim"):
             require(getattr(self, name) is None or getattr(self, name) >= 1, f"{name} must be at least 1 or none")
         for name in ("updates", "episodes_per_update", "minibatch_size", "pretrain_epochs", "pretrain_batch_size",
-                     "teacher_batch_size", "sil_per_task", "episodes_per_task", "threads"):
+                     "teacher_batch_size", "sil_per_task", "threads"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        for name in ("pretrain_lr", "max_grad_norm", "sandbox_timeout"):
-            require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
+        require(self.pretrain_lr > 0, f"pretrain_lr must be positive, got {self.pretrain_lr}")
         for name in ("ppo_coef", "ent_coef", "bc_coef", "sil_coef", "unsolved_weight",
                      "min_task_weight", "warmup_updates", "eval_every"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
@@ -136,9 +119,8 @@ class PPOConfig(RLSettings):
         require(0 < self.min_lr_ratio <= 1, f"min_lr_ratio must be in (0, 1], got {self.min_lr_ratio}")
         require(self.minibatch_size <= self.episodes_per_update,
              f"minibatch_size ({self.minibatch_size}) cannot exceed episodes_per_update ({self.episodes_per_update})")
-        require(self.episodes_per_update % self.episodes_per_task == 0,
-             f"episodes_per_update ({self.episodes_per_update}) must be a multiple of episodes_per_task "
-             f"({self.episodes_per_task})")
+        require(self.episodes_per_update % self.group_size == 0,
+             f"episodes_per_update ({self.episodes_per_update}) must be a multiple of group_size ({self.group_size})")
         require(self.value_clip_eps is None or self.value_clip_eps > 0, "value_clip_eps must be positive or none")
         require(self.target_kl is None or self.target_kl > 0, "target_kl must be positive or none")
         require(self.save_every >= 1, f"save_every must be at least 1, got {self.save_every}")

@@ -143,9 +143,9 @@ class PPOTrainer(rl.Trainer):
         self.tasks = (list(tasks) if tasks is not None
                       else load_tasks(tasks_dir=config.tasks_dir, fields=config.task_fields))
         self.tasks_by_id = {t.id: t for t in self.tasks}
-        self.rl_tasks = [t for t in self.tasks if t.split in config.splits]
+        self.rl_tasks = [t for t in self.tasks if t.split in config.rollout_splits]
         if not self.rl_tasks:
-            raise ConfigError(f"no tasks of splits {config.splits} to roll out")
+            raise ConfigError(f"no tasks of splits {config.rollout_splits} to roll out")
         self.tokenizer = tokenizer if tokenizer is not None else course_tokenizer()
         self.alphabet = action_alphabet(self.tasks, self.tokenizer)
         self.allowed = torch.zeros(len(self.tokenizer), dtype=torch.bool)
@@ -168,7 +168,7 @@ class PPOTrainer(rl.Trainer):
             critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
             ent_coef=config.ent_coef, kl_coef=config.kl_weight, target_kl=config.target_kl,
             max_grad_norm=config.max_grad_norm, scale=config.ppo_coef)
-        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, group_size=config.episodes_per_task,
+        self.advantage_options = dict(gamma=config.gamma, lam=config.gae_lambda, group_size=config.group_size,
                                       normalise=config.norm_adv if method.estimator == "gae" else method.normalise)
 
     def _teacher_pool(self) -> list:
@@ -194,7 +194,7 @@ class PPOTrainer(rl.Trainer):
         for group in self.optimizer.param_groups:
             group["lr"] = lr
         t0 = time.perf_counter()
-        tasks = self.sampler.draw(c.episodes_per_update // c.episodes_per_task, c.episodes_per_task)
+        tasks = self.sampler.draw(c.episodes_per_update // c.group_size, c.group_size)
         ro = collect_rollout(self.model, self.tokenizer, tasks, allowed=self.allowed, temperature=c.temperature,
                              max_new_tokens=c.max_new_tokens, generator=self.sample_generator,
                              timeout=c.sandbox_timeout, bootstrap_truncated=c.bootstrap_truncated,
@@ -271,14 +271,14 @@ class PPOTrainer(rl.Trainer):
             stats["bc_weight"] = ctx["bc_weight"]
         for name in self.reward.logged:  # each reward term's mean over the update's episodes
             stats[f"term_{name}"] = float(np.mean([row[name] for row in ctx["term_rows"]]))
-        for split in self.config.splits:
+        for split in self.config.rollout_splits:
             rows = [e for e, t in zip(episodes, tasks) if t.split == split]
             stats[f"{split}_pass_rate_sampled"] = float(np.mean([e.all_passed for e in rows])) if rows else None
             stats[f"{split}_episodes"] = len(rows)
         if c.eval_every and (self.update % c.eval_every == 0 or self.update == c.updates):
             greedy = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
-            for split in self.config.splits:
+            for split in self.config.rollout_splits:
                 stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
         stats.update({"rollout_s": ctx["rollout_s"], "explore_s": ctx["explore_s"], "learn_s": ctx["learn_s"],
                       "tokens_per_s": float(sampled.mask.sum()) / max(ctx["rollout_s"], 1e-9), "wall_s": self.wall()})

@@ -42,7 +42,7 @@ from typing import Sequence
 import numpy as np
 import torch
 
-from course_lib.config import option, override, require
+from course_lib.config import option, override, renamed, require
 from course_lib.core import rl
 from course_lib.core.rollout import Episode, Rollout, written_rollout
 from course_lib.core.samplers import ShuffledPasses
@@ -60,7 +60,7 @@ from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
 METHODS = tuple(rl.METHODS)  # reinforce, ppo, grpo, teacher-grpo
-ROLLOUT_SPLITS = ("train", "val")
+ROLLOUT_SPLITS = rl.ROLLOUT_SPLITS  # train, val
 
 
 # -----------------------------------------------------------------------------
@@ -71,7 +71,6 @@ class RLConfig(rl.RLSettings):
     method: str = override(rl.RLSettings, "method", "grpo")
     steps: int = option(20, "optimiser rounds (one rollout batch each)")
     prompts_per_step: int = option(8, "tasks per rollout batch")
-    group_size: int = option(4, "samples per task (GRPO's group); 1 is the DeepSeek-Coder LoRA-RL report's REINFORCE/PPO")
     temperature: float = override(rl.RLSettings, "temperature", 0.8)
     length_alpha: float = option(0.01, "the DeepSeek-Coder LoRA-RL report's length penalty: R = pass - alpha * tokens / 100")
     min_std: float = option(0.0, "floor of the std that normalises advantages (grpo); 0 = the textbook formula")
@@ -82,9 +81,6 @@ class RLConfig(rl.RLSettings):
     style: str = option("completion", "prompt format: the task's prompt, the teacher-guided GRPO README's <think> + "
                                       "```python instruction, or the model's chat template (an instruct model)",
                         choices=STYLES + (CHAT,))
-    splits: tuple = option(ROLLOUT_SPLITS, "whose tests give the rewards (train, val; never test)")
-    timeout: float = option(2.0, "sandbox seconds per program")
-    clip_norm: float = option(1.0, "gradient-norm clip")
     engine: str = option("auto", "what samples the rollouts: fast (course_lib.lm.decode), fast-bf16 (its bfloat16 "
                                  "weights, for CPUs with AVX512-BF16) or hf (Hugging Face's generate); auto: fast on "
                                  "a CPU, hf on a GPU. The learner always scores the sampled ids itself",
@@ -97,20 +93,12 @@ class RLConfig(rl.RLSettings):
     def validate(self) -> None:
         super().validate()  # the core's knobs (course_lib.core.rl.RLSettings)
         require(self.style in STYLES + (CHAT,), f"unknown prompt style {self.style!r}; choose one of {STYLES + (CHAT,)}")
-        for name in ("steps", "prompts_per_step", "group_size"):
+        for name in ("steps", "prompts_per_step"):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
-        require(not rl.METHODS[self.method].grouped or self.group_size >= 2,
-                f"{self.method} compares samples of the same prompt: group_size must be >= 2, got {self.group_size}")
-        for name in ("timeout", "clip_norm"):
-            require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         for name in ("length_alpha", "min_std", "teacher_sft_weight", "self_sft_weight", "is_cap"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
         require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                 f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
-        self.splits = tuple(self.splits)
-        bad = [s for s in self.splits if s not in ROLLOUT_SPLITS]
-        require(not bad and self.splits, f"rollout splits must be among {ROLLOUT_SPLITS} (test is never trained on), "
-                                         f"got {self.splits}")
 
 
 # -----------------------------------------------------------------------------
@@ -176,7 +164,7 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
     generated = time.perf_counter()
     sample_tasks = [tasks[g.prompt_index] for g in gens]
     codes = [answer_code(t, g.text, config.style) for t, g in zip(sample_tasks, gens)]
-    reports = task_reports(sample_tasks, codes, timeout=config.timeout)
+    reports = task_reports(sample_tasks, codes, timeout=config.sandbox_timeout)
     sandboxed = time.perf_counter()
     reward = lm_reward(config.length_alpha)
     rewards = torch.tensor([reward(t, code, r, n_tokens=g.n_tokens)
@@ -231,7 +219,7 @@ class LMTrainer(rl.Trainer):
 
     def __init__(self, model, tokenizer, tasks, config: RLConfig, *, teacher: Teacher | None = None,
                  accelerator=None):
-        pool = rollout_pool(list(tasks), config.splits)
+        pool = rollout_pool(list(tasks), config.rollout_splits)
         prompt_for(pool[0], config.style, tokenizer)  # a chat style without a chat template fails here, not mid-run
         params = [p for p in model.parameters() if p.requires_grad]
         if not params:
@@ -249,7 +237,7 @@ class LMTrainer(rl.Trainer):
             teacher = teacher or OfflineTeacher(config.style)
             if teacher.style != config.style:
                 raise ValueError(f"the teacher answers {teacher.style!r} prompts but training uses {config.style!r}")
-            for e in teacher_examples(teacher, pool, timeout=config.timeout, tokenizer=tokenizer):
+            for e in teacher_examples(teacher, pool, timeout=config.sandbox_timeout, tokenizer=tokenizer):
                 self.teacher_by_prompt.setdefault(e.prompt, []).append(e)
 
         torch.manual_seed(config.seed)
@@ -268,7 +256,7 @@ class LMTrainer(rl.Trainer):
         self.sampler_cap = config.is_cap
         self.loss_settings = rl.LossSettings(loss=method.loss, epochs=config.epochs, clip_eps=config.clip_eps,
                                              critic=method.critic, value_clip_eps=None, vf_coef=config.vf_coef,
-                                             kl_coef=config.kl_weight, max_grad_norm=config.clip_norm,
+                                             kl_coef=config.kl_weight, max_grad_norm=config.max_grad_norm,
                                              micro_batch_size=config.micro_batch_size)
         self.history: list[dict] = []  # one row per step
         self.times: list[dict] = []  # the seconds of each step's parts: generate, sandbox, score, learn
@@ -336,7 +324,7 @@ class LMTrainer(rl.Trainer):
 
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
-        check_same_settings(rl.with_kl_weight(state["config"]), rl.with_kl_weight(asdict(self.config)), path,
+        check_same_settings(rl.with_kl_weight(renamed(state["config"])), rl.with_kl_weight(asdict(self.config)), path,
                             may_change=("micro_batch_size",))  # the same update in less memory
         named = dict(self.model.named_parameters())
         with torch.no_grad():
@@ -362,7 +350,7 @@ def train_rl(model, tokenizer, tasks, config: RLConfig | None = None, *, teacher
              resume: bool = False, stop_after: int | None = None, **overrides) -> list[dict]:
     """Train model's LoRA parameters with config.method on the rollout tasks; one dict per step.
 
-    tasks: the rollout pool (train and val tasks; only the splits in config.splits are used,
+    tasks: the rollout pool (train and val tasks; only the splits in config.rollout_splits are used,
     and a test task raises). overrides: RLConfig fields, e.g. train_rl(m, t, tasks, method="ppo").
     teacher (teacher-grpo only): defaults to OfflineTeacher(config.style); its answers for the
     train tasks are fetched once, verified in the sandbox, and the step's tasks' answers join

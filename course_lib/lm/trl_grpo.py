@@ -70,7 +70,7 @@ def trl_settings(config: RLConfig) -> dict:
         learning_rate=config.lr,
         lr_scheduler_type="constant",           # the course's AdamW keeps its learning rate
         weight_decay=0.0,
-        max_grad_norm=config.clip_norm,
+        max_grad_norm=config.max_grad_norm,
         beta=config.kl_weight,                  # the KL to the adapter-disabled model, k3 estimator in both
         epsilon=config.clip_eps,
         loss_type="dapo",                       # both: the mean over every completion token of the batch
@@ -99,14 +99,14 @@ def train_trl_grpo(model, tokenizer, tasks, config: RLConfig, *, output_dir=None
     from datasets import Dataset
     from trl import GRPOConfig, GRPOTrainer
 
-    pool = rollout_pool(list(tasks), config.splits)
+    pool = rollout_pool(list(tasks), config.rollout_splits)
     dataset = Dataset.from_list([{"prompt": prompt_for(t, config.style, tokenizer), "task_id": t.id} for t in pool])
     with tempfile.TemporaryDirectory() as scratch:
         args = GRPOConfig(output_dir=str(output_dir or scratch), report_to="none", save_strategy="no",
                           logging_steps=1, use_cpu=model.device.type == "cpu", disable_tqdm=True,
                           **{**trl_settings(config), **trl_overrides})
         trainer = GRPOTrainer(model=model, processing_class=tokenizer, args=args, train_dataset=dataset,
-                              reward_funcs=sandbox_reward(pool, config.style, config.timeout))
+                              reward_funcs=sandbox_reward(pool, config.style, config.sandbox_timeout))
         trainer.train()
     model.eval()
     return [row for row in trainer.state.log_history if "train_runtime" not in row]  # not the run's summary
