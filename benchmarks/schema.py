@@ -509,13 +509,24 @@ _RENAMED_REASON = (
     "the same default (4) and check, and rollout and LMTrainer read the new names; config.RENAMED reads a stored "
     "config's old names as the new ones, and coerce splits a tuple option's items on commas too (a list of names "
     "without commas reads as before)")
+_STEP_INFO = {  # the step's context as a dataclass: reviewed on 2026-11-27
+    "course_lib/core/rl.py::StepInfo": "4a958eab2d33",
+    "course_lib/core/rl.py::Trainer": "3cc335d0b8a8",
+    "course_lib/lm/llm_rl.py::LMStep": "106345003c73",
+    "course_lib/lm/llm_rl.py::LMTrainer": "04c18d859c37",
+}
+_STEP_INFO_REASON = (
+    "what collect() hands the step's other parts is a dataclass (rl.StepInfo; the language model's LMStep: teacher, "
+    "own, times) instead of a dict with the same keys; Trainer.step runs the same calls in the same order, and "
+    "learn moved to core/update.py unchanged")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
-                  f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED,
+                  f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
+                  f"{_STEP_INFO_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",
@@ -525,8 +536,8 @@ STILL_VALID: dict[str, dict] = {
     },
     "benchmarks/records/generation_throughput.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
-                  f"kl_coef 0.05); {_RENAMED_REASON}",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED},
+                  f"kl_coef 0.05); {_RENAMED_REASON}; {_STEP_INFO_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO},
     },
 }
 

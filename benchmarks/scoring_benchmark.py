@@ -6,7 +6,7 @@
     course               use_cache=False and logits only at the T + 1 positions read (`logits_to_keep`),
                          what `course_lib.lm.lm_policy.LMActor` does
     course, micro 4      the same in micro-batches of 4 rows, each backward before the next forward: what
-                         `rl.accumulate` does with `RLConfig(micro_batch_size=4)` (the same gradient)
+                         `update.accumulate` does with `RLConfig(micro_batch_size=4)` (the same gradient)
 
 The rollout: 4 HumanEval training problems x 4 samples in the chat style, at most 128 new tokens,
 sampled once and saved (the record gives the prompt and completion widths). Each way

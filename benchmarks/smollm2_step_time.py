@@ -4,7 +4,7 @@ One step of chapter 10's settings (`smollm2_rl.RL`: 4 prompts x a group of 4, up
 2 epochs, a KL term) from the start, on the course's train + val tasks, with torch's default threads:
 the time of the whole step, of its rollout (sampling, the sandbox, log pi_old) and of its learning
 (the epochs), and how many times the frozen reference model was run. After one warm-up step, the same
-step is timed REPEATS times each way, alternating: as the course runs it (`rl.frozen_reference`: the
+step is timed REPEATS times each way, alternating: as the course runs it (`update.frozen_reference`: the
 reference scored once per set of rows) and with the reference scored again in every epoch, as the
 loop did before. Every timed step must give the same row of diagnostics.
 
@@ -31,7 +31,7 @@ STEP = {**RL, "steps": 1}  # chapter 10's settings, one step
 
 
 def every_epoch(policy, ro):
-    """The reference as the loop ran it before `rl.frozen_reference`: scored on every call."""
+    """The reference as the loop ran it before `update.frozen_reference`: scored on every call."""
     return lambda rows: policy.reference_logprobs(ro, rows)
 
 
@@ -83,7 +83,7 @@ def main() -> None:
 
     from book_tools.reproduce import cpu_model
     from course_lib.lm import llm_rl, lm_policy
-    from course_lib.core import rl
+    from course_lib.core import rl, update
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
 
@@ -96,13 +96,13 @@ def main() -> None:
     rows = {label: [] for label in variants}
     for _ in range(REPEATS):  # the variants alternate, so a machine that slows down hurts both alike
         for label, reference in variants.items():
-            original = rl.frozen_reference
+            original = update.frozen_reference
             if reference is not None:
-                rl.frozen_reference = reference
+                update.frozen_reference = reference
             try:
                 r = one_step(rl, llm_rl, lm_policy, tasks)
             finally:
-                rl.frozen_reference = original
+                update.frozen_reference = original
             rows[label].append(r)
             print(f"{label}: step {r['step_seconds']} s (rollout {r['rollout_seconds']} s, learn "
                   f"{r['learn_seconds']} s), {r['reference_passes']} reference pass(es)", flush=True)

@@ -13,7 +13,7 @@ import torch
 
 from course_lib.lm import llm_rl, lm_policy
 from course_lib.config import ConfigError
-from course_lib.core import rl
+from course_lib.core import rl, update
 from course_lib.core.advantages import compute_gae, normalize_advantages
 from course_lib.core.rollout import Rollout
 from course_lib.gru.trainer import PPOConfig, PPOTrainer
@@ -125,7 +125,7 @@ def test_advantage_estimators_by_hand():
     with pytest.raises(ValueError, match="unknown advantage estimator"):
         rl.advantages(ro, "vtrace")
     with pytest.raises(ValueError, match="unknown loss"):
-        rl.LossSettings(loss="dpo")
+        update.LossSettings(loss="dpo")
 
 
 def test_learn_stops_its_epochs_once_the_policy_moves_too_far():
@@ -134,7 +134,7 @@ def test_learn_stops_its_epochs_once_the_policy_moves_too_far():
     policy = Bandit()
     ro, adv, returns = bandit_rollout(8, rewarded=3)
     optimizer = torch.optim.SGD(policy.parameters(), lr=5.0)
-    settings = rl.LossSettings(epochs=10, minibatch_size=4, target_kl=1e-3)
+    settings = update.LossSettings(epochs=10, minibatch_size=4, target_kl=1e-3)
     logs, epochs_done, early = rl.learn(policy, ro, adv, returns, settings, optimizer, list(policy.parameters()),
                                         np.random.default_rng(0))
     assert early and epochs_done < 10 and logs[-1]["approx_kl"] > 1e-3
@@ -148,7 +148,7 @@ def test_the_frozen_reference_is_scored_once_per_set_of_rows(micro_batch_size):
     ro, adv, returns = bandit_rollout(6, rewarded=4)
     policy = Bandit()
     optimizer = torch.optim.SGD(policy.parameters(), lr=0.5)
-    settings = rl.LossSettings(epochs=3, kl_coef=0.5, micro_batch_size=micro_batch_size)
+    settings = update.LossSettings(epochs=3, kl_coef=0.5, micro_batch_size=micro_batch_size)
     logs, epochs_done, _ = rl.learn(policy, ro, adv, returns, settings, optimizer, list(policy.parameters()),
                                     np.random.default_rng(0))
     assert epochs_done == 3 and all(mb["kl_ref"] > 0 for mb in logs[1:])  # the KL term is there
@@ -159,7 +159,7 @@ def test_the_frozen_reference_is_scored_once_per_set_of_rows(micro_batch_size):
     # the same update as asking the reference again every epoch
     uncached = Bandit()
     with pytest.MonkeyPatch.context() as patch:
-        patch.setattr(rl, "frozen_reference", lambda p, ro: lambda rows: p.reference_logprobs(ro, rows))
+        patch.setattr(update, "frozen_reference", lambda p, ro: lambda rows: p.reference_logprobs(ro, rows))
         again, _, _ = rl.learn(uncached, ro, adv, returns, settings, torch.optim.SGD(uncached.parameters(), lr=0.5),
                                list(uncached.parameters()), np.random.default_rng(0))
     assert len(uncached.reference_calls) == 3 * len(parts) and again == logs
@@ -208,8 +208,8 @@ def test_micro_batches_give_the_same_update_as_one_pass(small_dir, tasks, method
         for i in range(len(jobs))])
     pool = [t for t in tasks if t.split != "test"]
     settings = dict(method=method, steps=1, prompts_per_step=3, group_size=2, max_new_tokens=8, progress=False)
-    accumulated, real_accumulate = [], rl.accumulate
-    monkeypatch.setattr(rl, "accumulate", lambda *a, **kw: accumulated.append(1) or real_accumulate(*a, **kw))
+    accumulated, real_accumulate = [], update.accumulate
+    monkeypatch.setattr(update, "accumulate", lambda *a, **kw: accumulated.append(1) or real_accumulate(*a, **kw))
     results = []
     for micro in (None, 4):  # 6 rows: one pass, or micro-batches of 4 and 2 (unequal shares)
         model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
@@ -228,9 +228,9 @@ def test_micro_batches_give_the_same_update_as_one_pass(small_dir, tasks, method
 
 def test_micro_batches_refuse_what_they_cannot_weight_exactly():
     with pytest.raises(ValueError, match="micro_batch_size"):
-        rl.LossSettings(loss="reinforce", critic=True, micro_batch_size=2)
+        update.LossSettings(loss="reinforce", critic=True, micro_batch_size=2)
     with pytest.raises(ValueError, match="at least 1"):
-        rl.LossSettings(micro_batch_size=0)
+        update.LossSettings(micro_batch_size=0)
     with pytest.raises(ValueError, match="micro_batch_size must be at least 1"):
         llm_rl.RLConfig(micro_batch_size=0)
 
@@ -254,11 +254,11 @@ def test_accumulate_calls_backward_once_per_micro_batch_whatever_the_extra_terms
 
     B = 7
     ro, adv, returns = bandit_rollout(B, rewarded=3)
-    s = rl.LossSettings(epochs=1, micro_batch_size=3)  # 7 rows: micro-batches of 3, 3 and 1
+    s = update.LossSettings(epochs=1, micro_batch_size=3)  # 7 rows: micro-batches of 3, 3 and 1
     for extra in (lambda loss, stats: loss, lambda loss, stats: loss + 0.1 * Bandit().logits.sum()):
         calls = []
         policy = Bandit()
-        rl.accumulate(policy, ro, torch.arange(B), adv, returns, s, add_terms=extra,
+        update.accumulate(policy, ro, torch.arange(B), adv, returns, s, add_terms=extra,
                       backward=lambda loss: calls.append(1) or loss.backward())
         assert len(calls) == 3
 

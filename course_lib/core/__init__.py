@@ -5,8 +5,9 @@
     advantages   GAE, batch and group normalisation
     losses       PPO's clipped surrogate, REINFORCE's loss, the value loss, their diagnostics
     schedules    the learning rate over a run
-    rl           the method table, the settings, `learn` and `Trainer.step`
+    update       one update: `LossSettings` and `learn`, epochs of minibatches of one loss
+    rl           the method table, the settings, and `Trainer.step`: collect -> advantages -> learn -> record
 
 It imports neither policy package (`course_lib.gru`, `course_lib.lm`): a policy is anything with the
-`rl.Policy` interface, and a chapter swaps the policy, never the loop.
+`update.Policy` interface, and a chapter swaps the policy, never the loop.
 """

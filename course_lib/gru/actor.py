@@ -120,7 +120,7 @@ def evaluate_actions(model, prompts, prompt_index, actions, mask, *, allowed, te
 
 
 class GRUActor:
-    """The GRU policy as the RL core sees it (`course_lib.core.rl.Policy`): it re-reads a rollout's own ids.
+    """The GRU policy as the RL core sees it (`course_lib.core.update.Policy`): it re-reads a rollout's own ids.
 
     allowed and temperature are the rollout policy's (the action mask, softmax(logits / T));
     reference: a frozen copy of the starting model for the KL term, or None.

@@ -12,12 +12,12 @@ from pathlib import Path
 
 import torch
 
-from course_lib.config import ConfigError
+from course_lib.config import ConfigError, device_label
 from course_lib.gru.checkpoints import load_checkpoint
 from course_lib.gru.env import action_alphabet
 from course_lib.gru.ppo_config import PPOConfig
 from course_lib.gru.pretrain import evaluate_policy
-from course_lib.gru.start import PRETRAINED_FILE
+from course_lib.gru.start import PRETRAINED_FILE, start_policy
 from course_lib.gru.trainer import CHECKPOINT_DIR, EVAL_FILE, METRICS_FILE, PLOT_FILE, PPOTrainer, STATE_FILE
 from course_lib.plots import plot_training
 from course_lib.runs import CheckpointMismatchError
@@ -58,11 +58,25 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
         log(f"stopped after {trainer.update} of {config.updates} updates; continue with --resume")
         return None
     trainer.save_policy()
-    result = trainer.evaluate()
+    result = evaluate_run(trainer)
     (out / EVAL_FILE).write_text(json.dumps(result, indent=1) + "\n")
     if config.plots:
         plot_training(trainer.metrics, out / PLOT_FILE, title=f"PPO run {out.name} (seed {config.seed})")
     return result
+
+
+def evaluate_run(trainer: PPOTrainer) -> dict:
+    """eval.json: greedy pass rates of the trained policy and of the pretrained start, on every split."""
+    c = trainer.config
+    result = evaluate_policy(trainer.model, trainer.tokenizer, trainer.tasks, allowed_ids=trainer.alphabet,
+                             max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+    start = start_policy(c, trainer.tokenizer, trainer.out).to(trainer.device)
+    baseline = evaluate_policy(start, trainer.tokenizer, trainer.tasks, allowed_ids=trainer.alphabet,
+                               max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
+    return {**{k: v for k, v in result.items() if k != "per_task"},
+            "updates": trainer.update, "seed": c.seed, "device": device_label(trainer.device),
+            "pretrain_seconds": round(trainer.pretrain_seconds, 1), "wall_seconds": round(trainer.wall(), 1),
+            "baseline": baseline, "per_task": result["per_task"]}
 
 
 def latest_state(out_dir) -> Path | None:

@@ -14,10 +14,12 @@ language model in chapter 10):
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 import torch
 
-from course_lib.core import rl
+from course_lib.core import rl, update
 from course_lib.core.rollout import written_rollout
 from course_lib.gru.actor import GRUActor
 from course_lib.gru.batched_env import rollout_batch
@@ -28,6 +30,11 @@ from course_lib.progress import tqdm
 from course_lib.rewards import fraction_passed
 
 BASELINES = ("none", "mean", "leave_one_out", "value")
+
+
+@dataclass(kw_only=True)
+class ReinforceStep(rl.StepInfo):
+    rewards: torch.Tensor  # [B] each episode's reward
 
 
 class ReinforceTrainer(rl.Trainer):
@@ -59,7 +66,7 @@ class ReinforceTrainer(rl.Trainer):
         allowed = next_token_mask(model.config.vocab_size, tokenizer, self.alphabet)
         self.actor = GRUActor(model, allowed=allowed, temperature=1.0)
         self.estimator = "baseline"
-        self.loss_settings = rl.LossSettings(loss="reinforce", epochs=1, critic=baseline == "value", vf_coef=vf_coef,
+        self.loss_settings = update.LossSettings(loss="reinforce", epochs=1, critic=baseline == "value", vf_coef=vf_coef,
                                              max_grad_norm=clip_norm)
         self.history: list[dict] = []
 
@@ -76,7 +83,7 @@ class ReinforceTrainer(rl.Trainer):
         if self.baseline == "value":  # the critic's V(s_t), read before learning
             with torch.no_grad():
                 ro.values = self.actor.score(ro, torch.arange(len(episodes)))[2]
-            return ro, {"rewards": rewards}
+            return ro, ReinforceStep(rewards=rewards)
         if self.baseline == "mean":
             b = torch.full_like(rewards, float(self.running.value))  # past batches only (0 before the first)
             self.running.update(rewards)
@@ -85,11 +92,11 @@ class ReinforceTrainer(rl.Trainer):
         else:
             b = torch.zeros_like(rewards)
         ro.values = b[:, None] * ro.mask
-        return ro, {"rewards": rewards}
+        return ro, ReinforceStep(rewards=rewards)
 
-    def record(self, ro, ctx, adv, returns, logs, epochs_done, early_stop) -> dict:
+    def record(self, ro, info: ReinforceStep, adv, returns, logs, epochs_done, early_stop) -> dict:
         mb = logs[-1]
-        row = {"update": len(self.history), "reward": float(ctx["rewards"].mean()), "rewards": ctx["rewards"].tolist(),
+        row = {"update": len(self.history), "reward": float(info.rewards.mean()), "rewards": info.rewards.tolist(),
                "pass_rate": float(np.mean([e.all_passed for e in ro.episodes])),
                "length": float(ro.mask.sum(1).mean()), "grad_norm": mb["grad_norm"],
                "entropy": mb["entropy"], "value_loss": mb["value_loss"]}

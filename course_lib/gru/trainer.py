@@ -3,7 +3,7 @@
     python -m course_lib ppo --seed 0 --out runs/ppo/seed0        # pretrain, then PPO, then evaluate
     python -m course_lib eval --checkpoint runs/ppo/seed0/policy.pt
 
-The maths lives in `course_lib.core.losses` (GAE, the clipped loss, the diagnostics);
+The maths lives in `course_lib.core` (advantages: GAE; losses: the clipped loss and its diagnostics);
 this module is the loop around it. One *update* is, in the order of the maths:
 
     1. ROLLOUT   sample B episodes of the tasks in lockstep with the action mask,
@@ -17,17 +17,13 @@ this module is the loop around it. One *update* is, in the order of the maths:
     5. LOG       one line per update to metrics.jsonl: reward, pass rates, approx-KL,
                  clip fraction, explained variance, entropy, ratio, losses, learning rate
 
-Which tasks are rolled out: `train` and `val` (val: its TESTS give the reward; its
-solutions are never read). `test` tasks are never rolled out; only the final
-evaluation sees them. Two optional teacher terms are added to the PPO loss
-(chapter 8 studies them): behaviour cloning on the TRAIN solutions (so RL does not
-make the policy forget what it knew) and self-imitation of the policy's OWN samples
-that passed every test (so a program found once by sampling is kept). Teacher
-*episodes* (course_lib.gru.teacher) add known-good programs to each update's batch, and
-`bc_schedule` fades the behaviour-cloning weight over the run. Exploration (course_lib.gru.explore,
-chapter 6) searches near the greedy program for the val tasks no program has passed yet:
-its epsilon-greedy episodes feed self-imitation only, never the PPO loss. The teacher terms (behaviour
-cloning, self-imitation, teacher episodes) live in course_lib.gru.teacher, the starting policy in course_lib.gru.start.
+Which tasks are rolled out: `train` and `val` (val: its TESTS give the reward; its solutions are never
+read); `test` tasks only at the final evaluation. Chapter 8's teacher terms (course_lib.gru.teacher) add to
+the PPO loss: behaviour cloning on the TRAIN solutions (so RL does not forget what pretraining taught) and
+self-imitation of the policy's OWN programs that passed every test; teacher *episodes* add known-good
+programs to a batch, and `bc_schedule` fades behaviour cloning over the run. Exploration (course_lib.gru.explore,
+chapter 6) searches near the greedy program for the val tasks no program has passed yet: its episodes feed
+self-imitation only, never the PPO loss. The starting policy comes from course_lib.gru.start.
 
 Everything a run needs to continue is saved in ``OUT/train_state.pt``: a run stopped
 and resumed writes the same metrics as one that never stopped (CPU, same seed).
@@ -41,14 +37,16 @@ import math
 import random
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from course_lib.config import ConfigError, device_label, resolve_device
-from course_lib.core import rl
+from course_lib.config import ConfigError, resolve_device
+from course_lib.core import rl, update
 from course_lib.core.losses import explained_variance
+from course_lib.core.rollout import Rollout
 from course_lib.core.samplers import TaskSampler
 from course_lib.core.schedules import warmup_cosine
 from course_lib.corpus import pretraining_texts
@@ -58,7 +56,7 @@ from course_lib.gru.env import action_alphabet
 from course_lib.gru.explore import explore
 from course_lib.gru.ppo_config import PPOConfig
 from course_lib.gru.pretrain import evaluate_policy
-from course_lib.gru.start import start_policy, starting_policy
+from course_lib.gru.start import starting_policy
 from course_lib.gru.teacher import (PassingPrograms, bc_weight, draw_teacher, merge_rollouts, teacher_losses,
                                     teacher_pool, teacher_rollout)
 from course_lib.progress import tqdm
@@ -80,6 +78,20 @@ TIMING_KEYS = ("wall_s", "rollout_s", "explore_s", "learn_s", "tokens_per_s")  #
 # =====================================================================================
 # The trainer
 # =====================================================================================
+
+@dataclass(kw_only=True)
+class PPOStep(rl.StepInfo):
+    """What PPOTrainer.collect hands the update's teacher terms and its record."""
+    lr: float                      # this update's learning rate
+    tasks: list                    # the tasks drawn
+    sampled: Rollout               # the sampled episodes (without the teacher's)
+    term_rows: list                # the teacher terms' diagnostics, one dict per minibatch (filled while learning)
+    new_programs: int              # passing programs the update added to self-imitation's store
+    explored: list                 # (task, completion, report) of the exploring episodes
+    rollout_s: float               # seconds sampling and scoring took
+    explore_s: float               # seconds exploring took
+    bc_weight: float = 0.0         # behaviour cloning's weight this update (set by extra_terms)
+
 
 class PPOTrainer(rl.Trainer):
     """Holds the policy, optimiser, sampler and logs of one run; `train()` runs the updates.
@@ -163,7 +175,7 @@ class PPOTrainer(rl.Trainer):
         method = rl.METHODS[config.method]
         self.estimator = method.estimator
         self.critic = method.critic and config.critic  # ppo without one: V = 0, GAE gives each token its return
-        self.loss_settings = rl.LossSettings(
+        self.loss_settings = update.LossSettings(
             loss=method.loss, epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
             critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
             ent_coef=config.ent_coef, kl_coef=config.kl_weight, target_kl=config.target_kl,
@@ -218,14 +230,14 @@ class PPOTrainer(rl.Trainer):
         explore_s = time.perf_counter() - t_explore
         if not self.critic:  # no critic: V = 0 everywhere (ppo: GAE then gives each token its return)
             ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
-        return ro, dict(lr=lr, tasks=tasks, sampled=sampled, term_rows=term_rows, new_programs=new_programs,
-                        explored=explored, rollout_s=rollout_s, explore_s=explore_s)
+        return ro, PPOStep(lr=lr, tasks=tasks, sampled=sampled, term_rows=term_rows, new_programs=new_programs,
+                           explored=explored, rollout_s=rollout_s, explore_s=explore_s)
 
-    def extra_terms(self, ctx: dict):
+    def extra_terms(self, info: PPOStep):
         """4. LEARN's teacher terms (chapter 8), added to every minibatch's PPO loss by rl.learn."""
         c = self.config
         sil_examples = self.passing.examples(self.tasks_by_id) if c.sil_coef > 0 else []
-        ctx["bc_weight"] = bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
+        info.bc_weight = bc_w = bc_weight(self.update, c.updates, c.bc_coef, c.bc_schedule, c.bc_final)
 
         def teacher_terms(loss: torch.Tensor, mb: dict) -> torch.Tensor:
             """+ behaviour cloning on train solutions + self-imitation of the policy's own passing programs."""
@@ -242,25 +254,25 @@ class PPOTrainer(rl.Trainer):
 
         return teacher_terms
 
-    def record(self, ro, ctx: dict, adv, returns, logs: list[dict], epochs_done: int, early_stop: bool) -> dict:
+    def record(self, ro, info: PPOStep, adv, returns, logs: list[dict], epochs_done: int, early_stop: bool) -> dict:
         """5. LOG: what the rollout showed, and the mean of each minibatch diagnostic."""
         c = self.config
         stats: dict = {"update": self.update,
                        "explained_variance": explained_variance(ro.values, returns, ro.mask)}  # the critic, before learning
         self.update += 1
-        sampled, explored, tasks = ctx["sampled"], ctx["explored"], ctx["tasks"]
+        sampled, explored, tasks = info.sampled, info.explored, info.tasks
         episodes = sampled.episodes
         for key in sorted({k for mb in logs for k in mb}):
             values = [mb[key] for mb in logs if key in mb]
             stats[key] = float(np.mean(values))
         stats.update({
-            "lr": ctx["lr"], "epochs_done": epochs_done, "minibatches": len(logs),
+            "lr": info.lr, "epochs_done": epochs_done, "minibatches": len(logs),
             "early_stop": early_stop,
             "reward_mean": float(np.mean([e.reward for e in episodes])),
             "pass_rate_sampled": float(np.mean([e.all_passed for e in episodes])),
             "truncated_frac": float(np.mean([e.truncated for e in episodes])),
             "length_mean": float(sampled.mask.sum(1).mean()),
-            "episodes": len(episodes), "new_passing_programs": ctx["new_programs"],
+            "episodes": len(episodes), "new_passing_programs": info.new_programs,
             "explore_episodes": len(explored),
             "explore_pass_rate": float(np.mean([r.all_passed for _, _, r in explored])) if explored else None,
             "val_tasks_found": sum(1 for t in self.rl_tasks if t.split == "val" and t.id in self.passing.programs),
@@ -268,9 +280,9 @@ class PPOTrainer(rl.Trainer):
         if c.teacher_episodes > 0:
             stats["teacher_episodes"] = ro.actions.shape[0] - len(episodes)
         if c.bc_schedule != "constant":
-            stats["bc_weight"] = ctx["bc_weight"]
+            stats["bc_weight"] = info.bc_weight
         for name in self.reward.logged:  # each reward term's mean over the update's episodes
-            stats[f"term_{name}"] = float(np.mean([row[name] for row in ctx["term_rows"]]))
+            stats[f"term_{name}"] = float(np.mean([row[name] for row in info.term_rows]))
         for split in self.config.rollout_splits:
             rows = [e for e, t in zip(episodes, tasks) if t.split == split]
             stats[f"{split}_pass_rate_sampled"] = float(np.mean([e.all_passed for e in rows])) if rows else None
@@ -280,8 +292,8 @@ class PPOTrainer(rl.Trainer):
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
             for split in self.config.rollout_splits:
                 stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
-        stats.update({"rollout_s": ctx["rollout_s"], "explore_s": ctx["explore_s"], "learn_s": ctx["learn_s"],
-                      "tokens_per_s": float(sampled.mask.sum()) / max(ctx["rollout_s"], 1e-9), "wall_s": self.wall()})
+        stats.update({"rollout_s": info.rollout_s, "explore_s": info.explore_s, "learn_s": info.learn_s,
+                      "tokens_per_s": float(sampled.mask.sum()) / max(info.rollout_s, 1e-9), "wall_s": self.wall()})
         return {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
                 for k, v in stats.items()}
 
@@ -382,16 +394,3 @@ class PPOTrainer(rl.Trainer):
                         extra={"alphabet": self.alphabet.tolist(), "max_new_tokens": self.config.max_new_tokens,
                                "updates": self.update, "config": self.config.to_dict()})
         return path
-
-    def evaluate(self) -> dict:
-        """Greedy pass rates of the trained policy and of the pretrained start, on every split."""
-        c = self.config
-        result = evaluate_policy(self.model, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
-                                 max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
-        start = start_policy(c, self.tokenizer, self.out).to(self.device)
-        baseline = evaluate_policy(start, self.tokenizer, self.tasks, allowed_ids=self.alphabet,
-                                   max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
-        return {**{k: v for k, v in result.items() if k != "per_task"},
-                "updates": self.update, "seed": c.seed, "device": device_label(self.device),
-                "pretrain_seconds": round(self.pretrain_seconds, 1), "wall_seconds": round(self.wall(), 1),
-                "baseline": baseline, "per_task": result["per_task"]}

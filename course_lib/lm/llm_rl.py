@@ -43,7 +43,7 @@ import numpy as np
 import torch
 
 from course_lib.config import option, override, renamed, require
-from course_lib.core import rl
+from course_lib.core import rl, update
 from course_lib.core.rollout import Episode, Rollout, written_rollout
 from course_lib.core.samplers import ShuffledPasses
 from course_lib.corpus import Example
@@ -208,6 +208,14 @@ def best_own_samples(batch: Rollout, group_size: int, style: str, tokenizer=None
     return out
 
 
+@dataclass(kw_only=True)
+class LMStep(rl.StepInfo):
+    """What LMTrainer.collect hands the step's SFT terms and its record."""
+    teacher: list   # the teacher's answers to the step's prompts (teacher-grpo), as SFT examples
+    own: list       # the best passing sample of each group (teacher-grpo's self-SFT)
+    times: dict     # the seconds of the rollout's parts: generate, sandbox, score
+
+
 class LMTrainer(rl.Trainer):
     """The language model in the RL core's `rl.Trainer`: the same `step` as chapter 6's GRU.
 
@@ -254,14 +262,14 @@ class LMTrainer(rl.Trainer):
         self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
                                       normalise=method.normalise, min_std=config.min_std)
         self.sampler_cap = config.is_cap
-        self.loss_settings = rl.LossSettings(loss=method.loss, epochs=config.epochs, clip_eps=config.clip_eps,
+        self.loss_settings = update.LossSettings(loss=method.loss, epochs=config.epochs, clip_eps=config.clip_eps,
                                              critic=method.critic, value_clip_eps=None, vf_coef=config.vf_coef,
                                              kl_coef=config.kl_weight, max_grad_norm=config.max_grad_norm,
                                              micro_batch_size=config.micro_batch_size)
         self.history: list[dict] = []  # one row per step
         self.times: list[dict] = []  # the seconds of each step's parts: generate, sandbox, score, learn
 
-    def collect(self) -> tuple[Rollout, dict]:
+    def collect(self) -> tuple[Rollout, LMStep]:
         """1-2. the step's tasks, group_size samples of each, scored in the sandbox (`rollout`)."""
         config = self.config
         chosen = self.sampler.draw(config.prompts_per_step)  # distinct tasks; rollout samples group_size of each
@@ -274,17 +282,17 @@ class LMTrainer(rl.Trainer):
                    if self.teacher_by_prompt else [])
         own = (best_own_samples(batch, config.group_size, config.style, self.tokenizer)
                if self.teacher_terms else [])
-        return batch, {"teacher": teacher, "own": own, "times": times}
+        return batch, LMStep(teacher=teacher, own=own, times=times)
 
-    def extra_terms(self, ctx: dict):
+    def extra_terms(self, info: LMStep):
         """teacher-grpo: + w_t * SFT on the teacher's answers + w_s * SFT on the best passing sample of each group."""
         config = self.config
         if not self.teacher_terms:
             return None
 
         def sft_terms(loss: torch.Tensor, stats: dict) -> torch.Tensor:
-            for name, weight, data in (("teacher_sft", config.teacher_sft_weight, ctx["teacher"]),
-                                       ("self_sft", config.self_sft_weight, ctx["own"])):
+            for name, weight, data in (("teacher_sft", config.teacher_sft_weight, info.teacher),
+                                       ("self_sft", config.self_sft_weight, info.own)):
                 if data and weight:
                     term = _sft_loss(self.model, self.tokenizer, data)
                     loss = loss + weight * term
@@ -294,7 +302,7 @@ class LMTrainer(rl.Trainer):
 
         return sft_terms
 
-    def record(self, ro: Rollout, ctx: dict, adv, returns, logs: list[dict], epochs_done: int,
+    def record(self, ro: Rollout, info: LMStep, adv, returns, logs: list[dict], epochs_done: int,
                early_stop: bool) -> dict:
         passed = [e.all_passed for e in ro.episodes]
         on_train = [p for p, t in zip(passed, ro.tasks) if t.split == "train"]
@@ -304,11 +312,11 @@ class LMTrainer(rl.Trainer):
                "rollout_train_pass_rate": round(sum(on_train) / len(on_train), 4) if on_train else None,
                "avg_len": round(ro.mask.sum(1).mean().item(), 2),
                "groups_with_a_pass": sum(any(passed[i:i + group]) for i in range(0, len(passed), group)),
-               **logs[-1], "teacher_examples": len(ctx["teacher"]), "self_examples": len(ctx["own"]),
+               **logs[-1], "teacher_examples": len(info.teacher), "self_examples": len(info.own),
                "nonzero_advantages": int((adv.abs() > 1e-8).any(dim=1).sum()),
-               **{k: round(v, 6) for k, v in ctx.get("sampler", {}).items()},
-               "seconds": round(time.perf_counter() - ctx["started"], 2)}
-        self.times.append({**{k: round(v, 3) for k, v in ctx["times"].items()}, "learn_s": round(ctx["learn_s"], 3)})
+               **{k: round(v, 6) for k, v in info.sampler.items()},
+               "seconds": round(time.perf_counter() - info.started, 2)}
+        self.times.append({**{k: round(v, 3) for k, v in info.times.items()}, "learn_s": round(info.learn_s, 3)})
         self.history.append(row)
         return row
 

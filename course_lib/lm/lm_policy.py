@@ -89,7 +89,7 @@ def id_batch(ro: Rollout, rows: torch.Tensor, pad_id: int) -> tuple[dict, int, i
 
 
 class LMActor:
-    """A causal language model as the RL core sees it (`course_lib.core.rl.Policy`): it scores the ids it sampled.
+    """A causal language model as the RL core sees it (`course_lib.core.update.Policy`): it scores the ids it sampled.
 
     value_head: a linear map from the last hidden state to V(s_t) (PPO's critic), or None.
     The reference policy is the same model with its LoRA adapter disabled.
