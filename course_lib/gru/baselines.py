@@ -129,19 +129,8 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rollout_splits=("trai
         # fine-tune on train solutions + kept programs (the learning rate warms up like the trainer's)
         for group in optimizer.param_groups:
             group["lr"] = lr * min(1.0, (r + 1) / warmup_rounds)
-        model.train()
-        losses = []
-        for _ in range(finetune_steps):
-            bc, own = teacher_losses(model, tokenizer, bc_examples, kept.examples(by_id), rng, batch_size)
-            terms = [c * t for c, t in ((bc_coef, bc), (sil_coef, own)) if t is not None]
-            if not terms:  # nothing to imitate yet
-                break
-            loss = sum(terms)
-            optimizer.zero_grad()
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
-            optimizer.step()
-            losses.append(loss.item())
+        losses = _imitate(model, tokenizer, optimizer, bc_examples, kept.examples(by_id), rng, steps=finetune_steps,
+                          batch_size=batch_size, bc_coef=bc_coef, sil_coef=sil_coef)
         r += 1
         row = {"round": r, "wall_s": round(time.perf_counter() - start, 2), "samples": r * episodes_per_round,
                "loss": round(float(np.mean(losses)), 4) if losses else None,
@@ -155,6 +144,26 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rollout_splits=("trai
     bar.close()
     return {"method": "expert_iteration", "temperature": temperature, "rounds": r,
             "wall_s": round(time.perf_counter() - start, 2), "curve": curve, "kept": kept.programs}
+
+
+def _imitate(model, tokenizer, optimizer, bc_examples, own_examples, rng, *, steps: int, batch_size: int,
+             bc_coef: float, sil_coef: float) -> list[float]:
+    """Up to `steps` steps of bc_coef * cross-entropy on train solutions + sil_coef * cross-entropy on the
+    programs kept so far (chapter 8's teacher terms); the losses taken (none while there is nothing to imitate)."""
+    model.train()
+    losses = []
+    for _ in range(steps):
+        bc, own = teacher_losses(model, tokenizer, bc_examples, own_examples, rng, batch_size)
+        terms = [c * t for c, t in ((bc_coef, bc), (sil_coef, own)) if t is not None]
+        if not terms:  # nothing to imitate yet
+            break
+        loss = sum(terms)
+        optimizer.zero_grad()
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        optimizer.step()
+        losses.append(loss.item())
+    return losses
 
 
 class _Outcome:
