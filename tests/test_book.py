@@ -66,6 +66,17 @@ def test_each_script_appears_once_on_a_page(built_book):
     assert page.count("const THEBE_JS_URL") == 1
 
 
+def test_a_glossary_link_lands_on_its_entry(built_book):
+    import re
+    glossary_ids = set(re.findall(r'id="(term-[^"]+)"', (built_book / "book" / "glossary.html").read_text()))
+    links = [(notebook.stem, href) for notebook in chapter_notebooks()
+             for href in re.findall(r'href="\.\./book/glossary\.html([^"]*)"',
+                                    (built_book / "notebooks" / (notebook.stem + ".html")).read_text())]
+    assert len(links) > 100, "the chapters link the glossary"
+    missing = [(page, href) for page, href in links if href.removeprefix("#") not in glossary_ids]
+    assert not missing, f"glossary links that do not land on an entry: {missing[:10]}"
+
+
 def test_exercise_solutions_are_behind_a_toggle(built_book):
     for notebook in chapter_notebooks():
         page = (built_book / "notebooks" / (notebook.stem + ".html")).read_text()
