@@ -20,6 +20,7 @@ from book_tools.reproduce import select_chapters
 NUMBER = re.compile(r"(?<![\w.])[−-]?(?:\d+\.\d+(?:\s?%)?|\d+\s?%)")
 MATHS = re.compile(r"\$\$.*?\$\$|\$[^$\n]*\$", re.DOTALL)
 CITATION = re.compile(r"reported by|not run here", re.IGNORECASE)
+ITEM = re.compile(r"\n(?=[ \t]*(?:[-*+]|\d+[.)])[ \t])")  # where a list item starts
 
 
 def shown_text(notebook: dict) -> str:
@@ -41,7 +42,11 @@ def shown_text(notebook: dict) -> str:
 def prose_numbers(markdown: str):
     """(number, its paragraph) for each number of the markdown outside maths and citations."""
     cited = False
-    for block in re.split(r"\n\s*\n", MATHS.sub(" ", markdown)):
+    blocks = re.split(r"\n\s*\n", MATHS.sub(" ", markdown))
+    # each item of a list is a paragraph of its own: a citation in one item covers that item only
+    blocks = [item for block in blocks
+              for item in ([block] if block.lstrip().startswith("|") else ITEM.split(block))]
+    for block in blocks:
         is_table = block.lstrip().startswith("|")
         if CITATION.search(block):
             cited = True

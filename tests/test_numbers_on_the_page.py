@@ -33,3 +33,8 @@ def test_citations_and_maths_are_left_out(tmp_path):
 
 def test_every_chapter_prints_the_numbers_its_prose_quotes():
     assert numbers.main([]) == 0, "python -m book_tools.numbers lists each number and its cell"
+
+
+def test_a_citation_in_one_list_item_covers_that_item_only():
+    markdown = "- the report's 0.51 (reported by the report, not run here)\n- ours is 0.42\n"
+    assert [n for n, _ in numbers.prose_numbers(markdown)] == ["0.42"]
