@@ -34,6 +34,8 @@ TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
 NOTEBOOK_BUDGET_S = 5 * 60      # any one notebook
 BATCH_BUDGET_S = 25 * 60        # all notebooks together
 TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*\*.*$", re.MULTILINE)
+# The measured part of a stamped line: only the duration is rewritten, the prose that follows it stays.
+TIME_STAMP = re.compile(r"(\*\*Time on a 2-core CPU:\*\* )[^\n,]*(?=, measured by the batch)")
 
 # Command-line runs a chapter reads (too long to run inside its notebook): script (with its
 # arguments, if any), and the file it writes for the notebook. The batch runs a script when its file is missing, or always with
@@ -141,13 +143,17 @@ def execute(notebook: Path, parameters: dict | None = None, output: Path | None 
 
 
 def stamp_time(notebook: Path, seconds: float) -> None:
-    """Rewrite the notebook's "Time on a 2-core CPU" line with the measured time."""
+    """Write the measured time into the notebook's "Time on a 2-core CPU" line: its duration, when the line
+    already says it was measured by the batch (what follows on the line stays); else the whole line."""
     nb = json.loads(notebook.read_text())
-    text = f"**Time on a 2-core CPU:** {format_duration(seconds)}, measured by the batch (`python -m book_tools reproduce`)."
+    duration = format_duration(seconds)
+    text = f"**Time on a 2-core CPU:** {duration}, measured by the batch (`python -m book_tools reproduce`)."
     for cell in nb["cells"]:
         if cell["cell_type"] == "markdown":
             source = "".join(cell["source"])
-            if TIME_LINE.search(source):
+            if TIME_STAMP.search(source):
+                cell["source"] = TIME_STAMP.sub(lambda m: m[1] + duration, source).splitlines(keepends=True)
+            elif TIME_LINE.search(source):
                 cell["source"] = TIME_LINE.sub(lambda m: m["bullet"] + text, source).splitlines(keepends=True)
     write_notebook(notebook, nb)
 

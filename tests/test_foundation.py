@@ -182,6 +182,20 @@ def test_stamp_time_rewrites_the_time_line(tmp_path):
     assert source.startswith("intro\n") and source.endswith("more")
 
 
+def test_stamp_time_keeps_the_prose_that_follows_the_time(tmp_path):
+    lines = ["**Time on a 2-core CPU:** 42 s, measured by the batch (`python -m book_tools reproduce`). The batch is\n",
+             "the course's script.\n",
+             "- **Time on a 2-core CPU:** 1 min 10 s, measured by the batch (`python -m book_tools reproduce`,\n",
+             "  the course's script)."]
+    nb = {"cells": [{"cell_type": "markdown", "metadata": {}, "source": lines}],
+          "metadata": {}, "nbformat": 4, "nbformat_minor": 5}
+    path = tmp_path / "01_x.ipynb"
+    path.write_text(json.dumps(nb))
+    reproduce.stamp_time(path, 75.2)
+    source = "".join(json.loads(path.read_text())["cells"][0]["source"])
+    assert source == "".join(lines).replace("42 s", "1 min 15 s").replace("1 min 10 s", "1 min 15 s")
+
+
 def test_reproduce_executes_a_notebook_with_parameters(tmp_path):
     nb = {"cells": [{"cell_type": "code", "metadata": {"tags": ["parameters"]}, "source": "n = 1",
                      "outputs": [], "execution_count": None},
