@@ -497,7 +497,8 @@ _RENAMED = {  # one name per shared setting: reviewed in the working tree on 202
     "course_lib/config.py::renamed": "01871786d718",
     "course_lib/config.py::coerce": "7e72754e71d4",
     "course_lib/config.py::Config": "4ae853f7023f",
-    "course_lib/core/rl.py::RLSettings": "f8a008103ad9",
+    # c271b5115c70: rollout_splits read by config.coerce, the parser of every tuple option, not a copy of it
+    "course_lib/core/rl.py::RLSettings": ("f8a008103ad9", "c271b5115c70"),
     "course_lib/lm/llm_rl.py::ROLLOUT_SPLITS": "e1801d47381c",
     "course_lib/lm/llm_rl.py::RLConfig": "b75dd38ebea6",
     "course_lib/lm/llm_rl.py::rollout": "8c023c203952",

@@ -483,6 +483,11 @@ def _variants_table(record: dict, labels: dict, extra: tuple = ()) -> str:
     return _table(["variant", "seeds"] + [f"{h} (mean ± SE)" for h in _SPLIT_HEADER] + [h for h, _ in extra], rows)
 
 
+def _run_seconds(record: dict) -> tuple:
+    """A `_variants_table` column: each variant's mean seconds per run."""
+    return ("s per run (mean)", lambda v: f"{record['summary'][v]['run_seconds']['mean']:.0f}")
+
+
 def _paired_table(record: dict, pairs: list[tuple[str, str, str]], splits=_SPLIT_KEYS[:2]) -> str:
     """Per-seed differences of greedy pass@1, paired by seed: (label, variant, baseline variant) each."""
     from course_lib.stats import t_factor
@@ -579,7 +584,6 @@ def explore_section() -> str:
     if record is None:
         return ""
     labels = {"ppo": "PPO, no exploration", "explore": "PPO + exploration", "no_ppo": "exploration, PPO off"}
-    seconds = ("s per run (mean)", lambda v: f"{record['summary'][v]['run_seconds']['mean']:.0f}")
     return "\n\n".join([
         "## What exploration adds, and what PPO adds",
         "Three variants from chapter 4's checkpoint, 20 updates each, two runs at a time on the 2 cores: PPO without "
@@ -587,7 +591,7 @@ def explore_section() -> str:
         "and the run with exploration once more with the PPO objective switched off (`ppo_coef=0`: the same "
         "sampling and exploring episodes, behaviour cloning and self-imitation alone). The last two differ only in the "
         "PPO term, so their difference is PPO's own share.",
-        _variants_table(record, labels, (seconds,)),
+        _variants_table(record, labels, (_run_seconds(record),)),
         _paired_table(record, [("PPO + exploration − PPO, no exploration", "explore", "ppo"),
                                ("PPO + exploration − exploration, PPO off (PPO's own share)", "explore", "no_ppo")]),
         _provenance(record, path)])
@@ -622,7 +626,6 @@ def gru_methods_section() -> str:
     if record is None:
         return ""
     labels = {"ppo": "PPO", "grpo": "GRPO", "reinforce": "REINFORCE"}
-    seconds = ("s per run (mean)", lambda v: f"{record['summary'][v]['run_seconds']['mean']:.0f}")
     return "\n\n".join([
         "## The same run, another method",
         "Chapter 6's PPO without exploration (20 updates of 128 episodes, behaviour cloning and self-imitation on) "
@@ -632,7 +635,7 @@ def gru_methods_section() -> str:
         "over the batch, so half the gradient steps and half the behaviour-cloning steps of the others). Its PPO runs "
         "have the settings of `PPO, no exploration` above. Seconds per run depend on what else ran on the machine at "
         "the time; they are not comparable across records.",
-        _variants_table(record, labels, (seconds,)),
+        _variants_table(record, labels, (_run_seconds(record),)),
         _paired_table(record, [(f"{labels[v]} − PPO", v, "ppo") for v in ("grpo", "reinforce")]),
         _provenance(record, path)])
 

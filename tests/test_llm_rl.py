@@ -23,7 +23,7 @@ from types import SimpleNamespace  # noqa: E402
 
 from course_lib.lm import llm, llm_rl, llm_teacher, lm_policy, model_zoo, protocol  # noqa: E402
 from course_lib.core import losses, rl
-from course_lib.core.advantages import group_advantages
+from course_lib.core.advantages import episode_advantages, group_advantages
 from course_lib import sandbox
 from course_lib.__main__ import main as cli  # noqa: E402
 from course_lib.corpus import Example  # noqa: E402
@@ -66,10 +66,10 @@ def test_group_relative_advantages_by_hand():
     expected = torch.tensor([0.75, -0.25, -0.25, -0.25]) / 0.1875 ** 0.5
     assert torch.allclose(adv[:4], expected, atol=1e-5)
     assert torch.all(adv[4:] == 0)
-    assert torch.allclose(rl.episode_advantages(rewards, "batch", normalise=False), rewards - rewards.mean())
-    batch = rl.episode_advantages(rewards, "batch")
+    assert torch.allclose(episode_advantages(rewards, "batch", normalise=False), rewards - rewards.mean())
+    batch = episode_advantages(rewards, "batch")
     assert abs(batch.mean().item()) < 1e-6 and abs(batch.std(unbiased=False).item() - 1) < 1e-4
-    assert torch.equal(rl.episode_advantages(rewards, "group", group_size=4), group_advantages(rewards, 4))
+    assert torch.equal(episode_advantages(rewards, "group", group_size=4), group_advantages(rewards, 4))
     # a group that differs only by a length penalty: +-1 without a floor, small with one
     lengths_only = llm_rl.length_penalised_reward([False] * 4, [8, 20, 35, 64], alpha=0.01)
     assert group_advantages(lengths_only, 4).abs().max() > 1
@@ -124,7 +124,7 @@ def test_kl_to_the_reference_is_zero_while_the_adapter_is_the_reference(small_di
     assert stats["kl_ref"] > 1e-4
 
 
-@pytest.mark.parametrize("method", llm_rl.METHODS)
+@pytest.mark.parametrize("method", tuple(rl.METHODS))
 def test_one_update_of_each_method_changes_only_lora_parameters(small_dir, sft_adapter, tasks, method, monkeypatch):
     # an untrained model's samples all fail at the same length: equal rewards, zero advantages, no update.
     # Here every other sample "passes", so each method has something to learn from.

@@ -73,7 +73,7 @@ def test_the_gru_and_the_language_model_go_through_the_same_trainer_step(small_d
     calls = spy_on_the_core(monkeypatch)
     PPOTrainer(PPOConfig(**GRU_RUN), None, progress=False).train()            # chapter 6's loop
     model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)      # chapter 10's
-    for method in llm_rl.METHODS:
+    for method in rl.METHODS:
         llm_rl.train_rl(model, tokenizer, [t for t in tasks if t.split == "train"], method=method, steps=1,
                         prompts_per_step=2, group_size=2, max_new_tokens=8, progress=False)
     assert calls == [("step", "PPOTrainer"), ("learn", "GRUActor")] + [("step", "LMTrainer"), ("learn", "LMActor")] * 4

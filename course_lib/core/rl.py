@@ -31,8 +31,8 @@ from typing import Callable
 
 import torch
 
-from course_lib.config import Config, option, require
-from course_lib.core.advantages import advantages, episode_advantages  # noqa: F401 (rl.episode_advantages: chapter 10)
+from course_lib.config import Config, coerce, option, require
+from course_lib.core.advantages import advantages
 from course_lib.core.rollout import Rollout
 from course_lib.core.update import learn, sampler_correction
 
@@ -138,9 +138,8 @@ class RLSettings(Config):
             require(getattr(self, name) > 0, f"{name} must be positive, got {getattr(self, name)}")
         require(not METHODS[self.method].grouped or self.group_size >= 2,
                 f"{self.method} compares the samples of the same task: group_size must be >= 2, got {self.group_size}")
-        splits = self.rollout_splits
-        self.rollout_splits = splits = tuple(str(x).strip() for x in (splits.split(",") if isinstance(splits, str)
-                                                                      else splits) if str(x).strip())
+        self.rollout_splits = splits = coerce(self.__dataclass_fields__["rollout_splits"], self.rollout_splits,
+                                              "the settings")  # "train,val" or ("train", "val") alike
         require(splits, "rollout_splits: name at least one split to roll out, e.g. train,val")
         require(set(splits) <= set(ROLLOUT_SPLITS),
                 f"rollout_splits={','.join(splits)}: only train and val may give reward; test tasks are never trained "

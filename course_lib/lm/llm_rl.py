@@ -59,8 +59,6 @@ from course_lib.runs import check_same_settings, save_run_state
 from course_lib.sandbox import task_reports
 from course_lib.tasks import load_humaneval
 
-METHODS = tuple(rl.METHODS)  # reinforce, ppo, grpo, teacher-grpo
-ROLLOUT_SPLITS = rl.ROLLOUT_SPLITS  # train, val
 
 
 # -----------------------------------------------------------------------------
@@ -107,12 +105,12 @@ class RLConfig(rl.RLSettings):
 def rollout_tasks(tasks, *, humaneval_train: bool = False) -> list:
     """The course's train and val tasks among `tasks`, plus HumanEval's 131 training problems if asked
     (the DeepSeek-Coder LoRA-RL report's protocol; HumanEval's 33 test problems are never among them)."""
-    return [t for t in tasks if t.split in ROLLOUT_SPLITS] + (load_humaneval("train") if humaneval_train else [])
+    return [t for t in tasks if t.split in rl.ROLLOUT_SPLITS] + (load_humaneval("train") if humaneval_train else [])
 
 
 def rollout_pool(tasks, splits: Sequence[str]) -> list:
     """The tasks of `splits` to roll out on; a held-out test task among `tasks` is an error, and so is an empty pool."""
-    held_out = [t.id for t in tasks if t.split not in ROLLOUT_SPLITS]
+    held_out = [t.id for t in tasks if t.split not in rl.ROLLOUT_SPLITS]
     if held_out:
         raise ValueError(f"RL may not use {len(held_out)} held-out test task(s), e.g. {held_out[:3]}: "
                          f"pass only train/val tasks")
