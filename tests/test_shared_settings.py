@@ -88,3 +88,40 @@ def test_both_commands_take_the_shared_knobs_under_the_same_option_names():
     args = lm.parse_args(options)
     assert (args.max_grad_norm, args.sandbox_timeout, args.rollout_splits) == (0.5, 3.0, ["train"])
     assert {"--group-size", "--rollout-splits"} <= set(gru._option_string_actions) & set(lm._option_string_actions)
+
+
+# a setting the chosen method would not read: (policy settings, method, setting, a value other than its default)
+UNUSED = [
+    (PPOConfig, "reinforce", "epochs", 4), (PPOConfig, "reinforce", "clip_eps", 0.3),
+    (PPOConfig, "reinforce", "ent_coef", 0.05), (PPOConfig, "reinforce", "target_kl", 0.1),
+    (PPOConfig, "grpo", "gae_lambda", 0.9), (PPOConfig, "grpo", "vf_coef", 1.0), (PPOConfig, "grpo", "critic", False),
+    (PPOConfig, "grpo", "gamma", 0.99), (PPOConfig, "grpo", "norm_adv", False),
+    (RLConfig, "reinforce", "epochs", 4), (RLConfig, "grpo", "gae_lambda", 0.9), (RLConfig, "grpo", "vf_coef", 1.0),
+    (RLConfig, "ppo", "min_std", 0.1), (RLConfig, "grpo", "teacher_sft_weight", 0.5),
+]
+
+
+@pytest.mark.parametrize("cls, method, name, value", UNUSED)
+def test_a_setting_the_method_does_not_read_is_an_error_that_names_it(cls, method, name, value):
+    with pytest.raises(ConfigError, match=rf"{name}={value!r}: {method}.*would be ignored.*default"):
+        cls(method=method, **{name: value, **({"group_size": 4} if method == "grpo" else {})})
+    cls(method=method)  # left at its default, it is no error
+
+
+def test_the_gru_without_a_critic_refuses_the_critic_settings():
+    with pytest.raises(ConfigError, match="vf_coef=1.0: ppo without a critic"):
+        PPOConfig(critic=False, vf_coef=1.0)
+    PPOConfig(critic=False, gae_lambda=0.9)  # GAE with V = 0 still reads lambda
+
+
+@pytest.mark.parametrize("cls", [PPOConfig, RLConfig])
+def test_with_method_compares_methods_on_one_set_of_settings(cls):
+    tuned = cls(method="ppo", epochs=4, clip_eps=0.3, gae_lambda=0.9, vf_coef=1.0, kl_coef=0.1)
+    plain = tuned.with_method("reinforce")  # what reinforce does not read returns to its default
+    defaults = cls()
+    assert plain.method == "reinforce" and plain.lr == tuned.lr
+    for name in ("epochs", "clip_eps", "gae_lambda", "vf_coef", "kl_coef"):
+        assert getattr(plain, name) == getattr(defaults, name), name
+    grouped = tuned.with_method("grpo")
+    assert (grouped.epochs, grouped.clip_eps, grouped.kl_coef) == (4, 0.3, 0.1)  # grpo reads them: kept
+    assert grouped.gae_lambda == defaults.gae_lambda

@@ -154,6 +154,40 @@ class RLSettings(Config):
                 f"kl_coef unset (none) or 0, or choose a method with one: "
                 f"{', '.join(n for n, m in METHODS.items() if m.uses_kl)}")
         require(0 <= self.gae_lambda <= 1, f"gae_lambda must be in [0, 1], got {self.gae_lambda}")
+        self.refuse_unused()
+
+    def unused(self, method: str | None = None) -> dict[str, str]:
+        """The settings a run by `method` (none: this one's) would not read: {name: why}. A policy's settings add
+        their own."""
+        name = method or self.method
+        method = METHODS[name]
+        why = {}
+        if method.loss == "reinforce":
+            why.update(epochs=f"{name} makes one pass of -A log p", clip_eps=f"{name}'s loss has no ratio to clip")
+        if method.estimator != "gae":
+            why["gae_lambda"] = f"{name}'s advantages are not GAE's"
+        if not method.critic:
+            why["vf_coef"] = f"{name} learns no critic"
+        return why
+
+    def with_method(self, method: str):
+        """These settings for another method, to compare methods on one set of settings: what the method does not
+        read (`unused`) returns to its default, and so does kl_coef when its loss has no KL term."""
+        fields = self.__dataclass_fields__
+        reset = set(self.unused(method))  # read before validating, which would refuse them
+        if not METHODS[method].uses_kl:
+            reset.add("kl_coef")
+        return self.replace(method=method, **{name: fields[name].default for name in reset})
+
+    def refuse_unused(self) -> None:
+        """A setting the run would not read (`unused`) must keep its default: set to anything else, it is an
+        error that names it, rather than a knob that silently does nothing."""
+        fields = self.__dataclass_fields__
+        for name, why in self.unused().items():
+            default = fields[name].default
+            require(getattr(self, name) == default,
+                    f"{name}={getattr(self, name)!r}: {why}, so the setting would be ignored; leave it at its "
+                    f"default ({default!r}) or choose a method that uses it")
 
     @property
     def kl_weight(self) -> float:

@@ -139,3 +139,21 @@ class PPOConfig(RLSettings):
         require(0 <= self.bc_final <= 1, f"bc_final must be in [0, 1], got {self.bc_final}")
         require(self.pretrain_regime in ("memorise", "broad"),
              f"pretrain_regime must be 'memorise' or 'broad', got {self.pretrain_regime!r}")
+
+    def unused(self, method: str | None = None) -> dict[str, str]:
+        name = method or self.method
+        method = METHODS[name]
+        why = super().unused(name)
+        if not method.critic:
+            why["critic"] = f"{name} learns no critic"
+        if not (method.critic and self.critic):
+            why.update(dict.fromkeys(("vf_coef", "value_clip_eps", "bootstrap_truncated"),
+                                     f"{name} without a critic has no values" if method.critic else
+                                     f"{name} learns no critic"))
+        if method.estimator != "gae":
+            why.update(gamma=f"{name}'s advantages are not GAE's",
+                       norm_adv=f"{name}'s advantages are normalised as the method says (METHODS), not by norm_adv")
+        if method.loss == "reinforce":
+            why.update(ent_coef=f"{name}'s loss has no entropy bonus",
+                       target_kl=f"{name} makes one pass, so there are no epochs to stop early")
+        return why

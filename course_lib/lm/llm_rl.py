@@ -98,6 +98,16 @@ class RLConfig(rl.RLSettings):
         require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                 f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
 
+    def unused(self, method: str | None = None) -> dict[str, str]:
+        name = method or self.method
+        method = rl.METHODS[name]
+        why = super().unused(name)
+        if not (method.grouped and method.normalise):
+            why["min_std"] = f"{name} does not divide by a group's std"
+        if not method.teacher_terms:
+            why.update(dict.fromkeys(("teacher_sft_weight", "self_sft_weight"), f"{name} has no teacher terms"))
+        return why
+
 
 # -----------------------------------------------------------------------------
 # 1. the tasks whose tests give the rewards
