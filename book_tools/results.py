@@ -795,6 +795,98 @@ def gru_methods_section() -> str:
         _paired_table(record, [(f"{labels[v]} − PPO", v, "ppo") for v in ("grpo", "reinforce")]),
         _provenance(record, path)])
 
+# Chapter 10: the tiny coder of chapter 9 under the same loop (benchmarks/llm_rl_benchmark.py), on a CPU.
+# Every pass rate from samples is pass@1 from the record's n samples per task at its temperature.
+
+_TINY = "notebooks/data/llm_rl_benchmark.json"
+_TINY_METHODS = {"sft": "SFT (start)", "reinforce": "REINFORCE", "ppo": "PPO (value head, GAE)", "grpo": "GRPO"}
+_TINY_SWEEP = {"sft": "SFT (start)", "grpo": "GRPO, lr 1e-3", "grpo-lr3e-3": "GRPO, lr 3e-3",
+               "grpo-lr3e-3-min-std": "GRPO, lr 3e-3, floor 0.1 under the group's std"}
+
+
+def _pm1(values: list[float]) -> str:
+    """mean ± standard error of per-seed values, to one decimal (lengths in tokens)."""
+    from course_lib.stats import mean_se
+    mean, se = mean_se(values)
+    return f"{mean:.1f} ± {se:.1f}"
+
+
+def _length_change(values: list[float], baseline: list[float]) -> list:
+    """`_paired` for lengths: a change beyond the t-interval is "shorter" or "longer", not a gain or a loss."""
+    change, interval, per_seed, verdict = _paired(values, baseline)
+    words = {"a gain": "longer, beyond noise", "a loss": "shorter, beyond noise"}
+    return [change.replace(".000 ±", " ±"), interval, per_seed, words.get(verdict, verdict)]
+
+
+def tiny_coder_section() -> str:
+    record = _read(_TINY)
+    if record is None:
+        return ""
+    seeds, common, ev = record["seeds"], record["common"], record["eval"]
+    runs = {(r["method"], r["seed"]): r for r in record["runs"]}
+    sampled = _measure(ev["n_samples"], ev["temperature"])
+
+    def values(method: str, key: str) -> list[float]:
+        return [runs[(method, s)][key] for s in seeds]
+
+    def per_step(method: dict) -> str:
+        return f"{method['prompts_per_step']} prompts x {method['group_size']}"
+
+    splits = ("train", "val", "test")
+    means = _table(["model", "seeds"] + [f"{ROLES[s]}: {sampled}" for s in splits]
+                   + ["train: greedy pass@1", "avg length of the samples (tokens)"],
+                   [[label, len(seeds)] + [_pm(values(m, f"{s}_pass_rate")) for s in splits]
+                    + [_pm(values(m, "train_greedy_pass@1")), _pm1(values(m, "avg_gen_len"))]
+                    for m, label in _TINY_METHODS.items()])
+    changes = _table(["method", "split", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval", "per seed",
+                      "verdict"],
+                     [[label, ROLES[s], sampled] + _paired(values(m, f"{s}_pass_rate"), values("sft", f"{s}_pass_rate"))
+                      for m, label in list(_TINY_METHODS.items())[1:] for s in splits])
+    variants = record["variants"]
+    sweep = _table(["GRPO setting", "seeds", f"train: {sampled} (mean ± SE)", "avg length (tokens, mean ± SE)"],
+                   [[label, len(seeds), _pm(values(m, "train_pass_rate")),
+                     _pm1(values(m, "avg_gen_len"))]
+                    for m, label in _TINY_SWEEP.items()])
+    pairs = [("GRPO, lr 1e-3 − start", "grpo", "sft"), ("GRPO, lr 3e-3 − start", "grpo-lr3e-3", "sft"),
+             ("floor − no floor, both at lr 3e-3", "grpo-lr3e-3-min-std", "grpo-lr3e-3"),
+             ("GRPO, lr 3e-3 with the floor − start", "grpo-lr3e-3-min-std", "sft")]
+    paired = _table(["difference, paired by seed", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval",
+                     "per seed", "verdict"],
+                    [[label, f"train: {sampled}"] + _paired(values(a, "train_pass_rate"), values(b, "train_pass_rate"))
+                     for label, a, b in pairs]
+                    + [[label, "avg length (tokens)"] + _length_change(values(a, "avg_gen_len"), values(b, "avg_gen_len"))
+                       for label, a, b in pairs])
+    grpo = [row for r in record["runs"] if r["method"] == "grpo" for row in r["curve"]]
+    groups = len(grpo) * record["methods"]["grpo"]["prompts_per_step"]
+    no_pass = groups - sum(row["groups_with_a_pass"] for row in grpo)
+    fast = variants["grpo-lr3e-3"]
+    return "\n\n".join([
+        "## Chapter 9's tiny coder under the three methods, on a CPU",
+        "The tiny coder of chapter 9, from its SFT adapter (merged) under a fresh LoRA (rank "
+        f"{record['lora']['rank']}, alpha {record['lora']['alpha']}), trained by each method for {common['steps']} "
+        f"steps (REINFORCE: {per_step(record['methods']['reinforce'])}; PPO: {per_step(record['methods']['ppo'])}; "
+        f"GRPO: {per_step(record['methods']['grpo'])}, KL weight {record['methods']['grpo']['kl_coef']}), "
+        f"learning rate {common['lr']}, rollouts at T = {common['temperature']} up to {common['max_new_tokens']} "
+        f"tokens, reward 1 if every test passes minus {common['length_alpha']} x tokens / 100, the course's train "
+        f"and val tasks as the rollout pool; seeds {seeds}. Every model, the start included (once per seed: the "
+        f"seed moves only its sampling), is evaluated by {sampled}, up to {ev['max_new_tokens']} tokens, and by one "
+        "greedy answer per task. The start passes train tasks it memorised and almost nothing else, so most "
+        f"samples of a prompt fail alike: in the GRPO runs {no_pass} of {groups} groups had no passing sample.",
+        means,
+        "Each change against the start evaluated with the same seed; a change counts only beyond the t-interval:",
+        changes,
+        "### GRPO's learning rate, and a floor under the group's standard deviation",
+        "GRPO's advantage divides by its group's standard deviation. In a group whose samples all fail, the "
+        f"rewards differ only by the length penalty, a few thousandths, and the division blows those differences "
+        "up to advantages of about ±1: the shortest failure is pushed as hard as a pass would be. `min_std` "
+        "(`RLConfig(min_std=...)`) divides by at least that much. GRPO at the learning rate above, at "
+        f"{fast['lr']} without a floor, and at {fast['lr']} with `min_std` = "
+        f"{variants['grpo-lr3e-3-min-std']['min_std']}; everything else as above:",
+        sweep,
+        paired,
+        _provenance(record, _TINY)])
+
+
 
 PAGES = {
     "04_gru_pretraining": ("Chapter 4 results: pretraining on task variants",
@@ -813,7 +905,7 @@ PAGES = {
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
                    (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
                     humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
-                    gpu_long_section, gpu_seeds_section)),
+                    gpu_long_section, gpu_seeds_section, tiny_coder_section)),
 }
 
 
