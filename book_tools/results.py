@@ -51,7 +51,7 @@ def engine_section() -> str:
     engines = [e for e in ("hf", "fast", "fast-bf16") if e in record["runs"][0]["settings"]["rollout"]]
     rows = []
     for run in record["runs"]:
-        for setting, label in (("rollout", "chapter 10's rollout: 4 prompts x 4 samples"),
+        for setting, label in (("rollout", "the CPU recipe's rollout: 4 prompts x 4 samples"),
                                ("batch-32", "32 prompts, batch 32")):
             r = run["settings"][setting]
             rows.append([run["capability"], label] + [r[e]["tokens_per_s"] for e in engines]
@@ -77,7 +77,7 @@ def engine_section() -> str:
         "here shows bfloat16 on a processor without them (where it is much slower).",
         _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
                + [f"{e} / hf" for e in engines[1:]], rows),
-        "One GRPO step of chapter 10's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
+        "One GRPO step of the CPU recipe's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
         "and the step's logged KL(sampler || learner) per token (estimated on the sampled tokens, so it can come out "
         "slightly negative):",
         _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
@@ -439,7 +439,7 @@ def gpu_seeds_section() -> str:
         f"{rl['micro_batch_size']} completions, the same update in less memory). Every seed measured its own "
         "start (the same greedy answers, its own samples), and each change is paired with it; mean ± standard "
         f"error over the {len(record['seeds'])} seeds. The 48 tasks never trained on pool the course's test "
-        "split (15) and HumanEval's test problems (33). Chapter 10's section 8 shows the pooled rows.",
+        "split (15) and HumanEval's test problems (33). Chapter 10's section 1 shows the pooled rows.",
         _table(["tasks", "measure", "start (mean of the seeds' starts)", "trained (mean ± SE)", "change ± SE",
                 "t-interval", "verdict"], rows),
         _provenance(record, path, command="python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs "
