@@ -291,7 +291,7 @@ class PPOTrainer(rl.Trainer):
             greedy = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
             for split in self.config.rollout_splits:
-                stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
+                stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_greedy_pass@1"]
         stats.update({"rollout_s": info.rollout_s, "explore_s": info.explore_s, "learn_s": info.learn_s,
                       "tokens_per_s": float(sampled.mask.sum()) / max(info.rollout_s, 1e-9), "wall_s": self.wall()})
         return {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v
