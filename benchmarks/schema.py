@@ -498,9 +498,11 @@ _RENAMED = {  # one name per shared setting: reviewed in the working tree on 202
     "course_lib/config.py::coerce": "7e72754e71d4",
     "course_lib/config.py::Config": "4ae853f7023f",
     # c271b5115c70: rollout_splits read by config.coerce, the parser of every tuple option, not a copy of it
-    "course_lib/core/rl.py::RLSettings": ("f8a008103ad9", "c271b5115c70"),
+    # 3384048909f5 / 2e4dc789556f: a setting the method does not read (unused) is refused away from its default;
+    # these records' settings (grpo; gae_lambda, vf_coef, min_std at their defaults) pass, and run as before
+    "course_lib/core/rl.py::RLSettings": ("f8a008103ad9", "c271b5115c70", "3384048909f5"),
     "course_lib/lm/llm_rl.py::ROLLOUT_SPLITS": "e1801d47381c",
-    "course_lib/lm/llm_rl.py::RLConfig": "b75dd38ebea6",
+    "course_lib/lm/llm_rl.py::RLConfig": ("b75dd38ebea6", "2e4dc789556f"),
     "course_lib/lm/llm_rl.py::rollout": "8c023c203952",
     "course_lib/lm/llm_rl.py::LMTrainer": "07a81faffa62",
 }

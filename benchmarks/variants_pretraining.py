@@ -14,7 +14,8 @@ pretraining: the unseen variants. Then, greedily (no action mask):
 Writes the settings, the counts, the figures, every unseen variant's output and the val tasks'
 outputs to --out. About 3.5 minutes on 2 cores (2 torch threads).
 
-Chapter 4 also reads notebooks/data/variants_gpu/, recorded on one NVIDIA H100 (about 2 minutes each):
+Chapter 4's Results page (book/results/04_gru_pretraining.md, written by python -m book_tools.results)
+shows this record and notebooks/data/variants_gpu/, recorded on one NVIDIA H100 (about 2 minutes each):
 
     --device cuda --epochs 240 --out notebooks/data/variants_gpu/same_data_seed0.json
     --device cuda --epochs 100 --hidden-dim 512 --extra-constants 40 --seed N \

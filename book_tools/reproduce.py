@@ -41,7 +41,6 @@ TIME_STAMP = re.compile(r"(\*\*Time on a 2-core CPU:\*\* )[^\n,]*(?=, measured b
 # arguments, if any), and the file it writes for the notebook. The batch runs a script when its file is missing, or always with
 # --rerun-runs; the notebook names the script that produced what it plots.
 PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
-    "04_gru_pretraining": (("benchmarks/variants_pretraining.py", "notebooks/data/variants_pretraining.json"),),
     "06_ppo_and_gae": (("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
                        ("benchmarks/lambda_ablation.py", "notebooks/data/lambda_ablation.json"),
                        ("benchmarks/explore_ablation.py", "notebooks/data/explore_ablation.json"),

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import re
 import sys
 from pathlib import Path
 
@@ -50,7 +51,7 @@ def engine_section() -> str:
     engines = [e for e in ("hf", "fast", "fast-bf16") if e in record["runs"][0]["settings"]["rollout"]]
     rows = []
     for run in record["runs"]:
-        for setting, label in (("rollout", "chapter 10's rollout: 4 prompts x 4 samples"),
+        for setting, label in (("rollout", "the CPU recipe's rollout: 4 prompts x 4 samples"),
                                ("batch-32", "32 prompts, batch 32")):
             r = run["settings"][setting]
             rows.append([run["capability"], label] + [r[e]["tokens_per_s"] for e in engines]
@@ -76,7 +77,7 @@ def engine_section() -> str:
         "here shows bfloat16 on a processor without them (where it is much slower).",
         _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
                + [f"{e} / hf" for e in engines[1:]], rows),
-        "One GRPO step of chapter 10's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
+        "One GRPO step of the CPU recipe's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
         "and the step's logged KL(sampler || learner) per token (estimated on the sampled tokens, so it can come out "
         "slightly negative):",
         _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
@@ -438,11 +439,165 @@ def gpu_seeds_section() -> str:
         f"{rl['micro_batch_size']} completions, the same update in less memory). Every seed measured its own "
         "start (the same greedy answers, its own samples), and each change is paired with it; mean ± standard "
         f"error over the {len(record['seeds'])} seeds. The 48 tasks never trained on pool the course's test "
-        "split (15) and HumanEval's test problems (33). Chapter 10's section 8 shows the pooled rows.",
+        "split (15) and HumanEval's test problems (33). Chapter 10's section 1 shows the pooled rows.",
         _table(["tasks", "measure", "start (mean of the seeds' starts)", "trained (mean ± SE)", "change ± SE",
                 "t-interval", "verdict"], rows),
         _provenance(record, path, command="python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs "
                                           "benchmarks/smollm2_gpu_long.py per seed)")])
+
+
+# Chapter 4: the side study on task variants (benchmarks/variants_pretraining.py). Every rate below is
+# greedy (no sampling); a variant counts only if its output equals its body character for character.
+
+_VARIANTS_CPU = "notebooks/data/variants_pretraining.json"
+_VARIANTS_GPU = {"same_data_seed0": "same data, 4x the updates",
+                 "two_digit_seed0": "two-digit blanks, hidden 512", "two_digit_seed1": "two-digit blanks, hidden 512",
+                 "two_digit_seed2": "two-digit blanks, hidden 512"}
+_VARIANTS_COMMITTED = "not in the record; the file was committed on 2026-11-22"
+
+
+def _docstring(prompt: str) -> str:
+    return prompt.split('"""')[1]
+
+
+def _program(code: str) -> str:
+    """A generated body as one table cell: its lines (stripped) joined by ⏎."""
+    return _code(" ⏎ ".join(line.strip() for line in code.strip().splitlines()))
+
+
+def _variants_provenance(record: dict, path: str, command: str, machine: str) -> str:
+    return _provenance({**record, "device": record["settings"]["device"], "machine": machine,
+                        "date": _VARIANTS_COMMITTED}, path, command=command)
+
+
+def _variants_counts(counts: dict) -> list:
+    return [counts["written"], counts["dropped_as_held_out_answers"], counts["dropped_for_vocabulary"],
+            counts["seen"] + counts["unseen"], counts["docstrings"], counts["unseen_docstrings"], counts["unseen"],
+            counts["seen"], counts["train_pairs"]]
+
+
+_COUNT_HEADER = ["variants written", "dropped: pass a held-out task", "dropped: a character outside the vocabulary",
+                 "kept", "docstrings kept", "unseen docstrings", "unseen variants", "seen variants (trained on)",
+                 "train pairs (46 x 3)"]
+
+
+def variants_cpu_section() -> str:
+    record = _read(_VARIANTS_CPU)
+    if record is None:
+        return ""
+    s, counts, exact, rate = record["settings"], record["counts"], record["exact"], record["pass_rate"]
+    misses = [r for r in record["unseen_outputs"] if not r["exact"]]
+    def shape(code: str) -> str:  # the code with every digit blanked out
+        return re.sub(r"[0-9]", "#", code)
+    number_only = [r for r in misses if shape(r["output"]) == shape(r["solution"])]
+    others = [r for r in misses if r not in number_only]
+    examples = ([["another number", _docstring(r["prompt"]), _program(r["solution"]), _program(r["output"])]
+                 for r in number_only[:6]]
+                + [["another kind", _docstring(r["prompt"]), _program(r["solution"]), _program(r["output"])]
+                   for r in others[:6]])
+    from course_lib.tasks import load_tasks
+    used = {c for t in load_tasks() if t.split == "train" for c in t.solution}
+    missing = ", ".join(d for d in "0123456789" if d not in used)
+    passed = set(record["passed"]["val"])
+    val = [[task, _program(program), "yes" if task in passed else "no"]
+           for task, program in sorted(record["val_outputs"].items())]
+    return "\n\n".join([
+        "## More examples of the same kind, on a CPU",
+        "Pretrained on the 46 train pairs, chapter 4's GRU (its section 8) answers a held-out task with a nearby "
+        "training task's program (`quintuple`, \"Return x multiplied by 5\", gets `return x * 3`). Would more "
+        "data of the same kind teach it to read the docstring? `course_lib.gru.variants` writes that data. Its unit "
+        "is a "
+        "**template**: a sentence and code with the same blank, such as \"Return x multiplied by _.\" → "
+        "`return x * _`. Filling the blanks with other numbers, conditions, words and argument names gives many "
+        "docstrings; each is written under meaningless function names such as `f`, so only the docstring says "
+        "what to write.",
+        "- **The leak check.** Each variant runs against the tests of every val and test task with as many "
+        "arguments (in the sandbox, renamed to the task's function name); one that passes all the tests of a "
+        "held-out task is dropped (so is one whose text holds a held-out solution), and a check that does not finish "
+        "is an error. Pieces of held-out programs can stay, as in the train tasks: `[x * 5 for x in xs]` passes no "
+        "held-out task.\n"
+        f"- **Unseen variants.** A share ({s['unseen_share']:.0%}) of the docstrings, with every function written "
+        "under them, is never trained on: the model has met their template only with other values in the blank, if "
+        "at all.\n"
+        "- **How they are scored.** Greedy output against the variant's body, character for character; the course's "
+        f"tasks against their tests. No action mask: variant bodies need characters the training solutions lack "
+        f"(the digits {missing} among them).",
+        "The variants, and the examples pretraining used (the train pairs three times each plus the seen variants):",
+        _table(_COUNT_HEADER, [_variants_counts(counts)]),
+        "The first eight variants dropped because they pass a held-out task's tests (the record keeps eight), by "
+        "docstring:",
+        _table(["docstring", "passes"], [[doc, ", ".join(ids)] for doc, ids in counts["dropped_examples"].items()]),
+        "The run (chapter 4's GRU, other settings; one seed):",
+        _table(["device", "seed", "threads", "embed_dim", "hidden_dim", "names per docstring", "epochs", "batch size",
+                "lr", "updates", "seconds", "final loss"],
+               [[s["device"], s["seed"], s["threads"], s["embed_dim"], s["hidden_dim"], s["copies"], s["epochs"],
+                 s["batch_size"], s["lr"], record["updates"], f"{record['pretrain_seconds']:.0f}",
+                 f"{record['final_loss']:.3f}"]]),
+        _table(["seen variants: output = body", f"unseen variants ({counts['unseen']}): output = body",
+                "train: greedy pass@1", "val (never trained on): greedy pass@1",
+                "test (never trained on): greedy pass@1", "held-out tasks passed"],
+               [[f"{exact['seen']:.1%}", f"{exact['unseen']:.1%}", f"{rate['train']:.3f}", f"{rate['val']:.3f}",
+                 f"{rate['test']:.3f}", ", ".join(record["passed"]["val"] + record["passed"]["test"]) or "none"]]),
+        f"Of the {len(record['unseen_outputs'])} unseen variants, {len(misses)} come out wrong; {len(number_only)} of "
+        "those are the right code with other digits (\"another number\" below), the rest differ otherwise. The first "
+        "six of each, in the record's order:",
+        _table(["miss", "docstring", "body", "greedy output"], examples),
+        "The greedy program for each val task:",
+        _table(["val task", "greedy program", "passes"], val),
+        _variants_provenance(record, _VARIANTS_CPU, "python benchmarks/variants_pretraining.py",
+                             "not recorded")])
+
+
+def variants_gpu_section() -> str:
+    records = {name: _read(f"notebooks/data/variants_gpu/{name}.json") for name in _VARIANTS_GPU}
+    records = {name: r for name, r in records.items() if r is not None}
+    if not records:
+        return ""
+    names = [name for name in _VARIANTS_GPU if name in records]
+    rows = [[_VARIANTS_GPU[n], r["settings"]["seed"], r["settings"]["device"], r["settings"]["hidden_dim"],
+             r["settings"]["extra_constants"], r["counts"]["examples"], r["settings"]["epochs"], r["updates"],
+             f"{r['pretrain_seconds']:.0f}", f"{r['exact']['seen']:.1%}",
+             f"{r['exact']['unseen']:.1%} of {r['counts']['unseen']}", f"{r['pass_rate']['train']:.3f}",
+             f"{r['pass_rate']['val']:.3f}", f"{r['pass_rate']['test']:.3f}",
+             ", ".join(r["passed"]["val"] + r["passed"]["test"]) or "none"]
+            for n, r in ((n, records[n]) for n in names)]
+    two_digit = [records[n] for n in names if n.startswith("two_digit")]
+    summary = [[measure, len(two_digit), _pm([f(r) for r in two_digit])]
+               for measure, f in (("unseen variants: output = body", lambda r: r["exact"]["unseen"]),
+                                  ("train: greedy pass@1", lambda r: r["pass_rate"]["train"]),
+                                  ("val (never trained on): greedy pass@1", lambda r: r["pass_rate"]["val"]),
+                                  ("test (never trained on): greedy pass@1", lambda r: r["pass_rate"]["test"]))]
+    tasks = sorted(next(iter(records.values()))["val_outputs"])
+    programs = [[task] + [_program(records[n]["val_outputs"][task])
+                          + (" (passes)" if task in records[n]["passed"]["val"] else "") for n in names]
+                for task in tasks]
+    commands = {"same_data_seed0": "python benchmarks/variants_pretraining.py --device cuda --epochs 240 "
+                                   "--out notebooks/data/variants_gpu/same_data_seed0.json"}
+    commands.update({f"two_digit_seed{n}": f"python benchmarks/variants_pretraining.py --device cuda --epochs 100 "
+                                           f"--hidden-dim 512 --extra-constants 40 --seed {n} "
+                                           f"--out notebooks/data/variants_gpu/two_digit_seed{n}.json"
+                     for n in (0, 1, 2)})
+    machine = "not recorded (the script's docstring says one NVIDIA H100)"
+    return "\n\n".join([
+        "## More compute, and blanks drawn from more numbers, on a GPU",
+        "The same script on a GPU, two ways. **Same data, 4x the updates**: the CPU run's settings with four times "
+        "the epochs. **Two-digit blanks, hidden 512**: every number template also draws from 40 random two-digit "
+        "constants (`--extra-constants 40`), so each template is seen with many more values; the GRU's memory is "
+        "doubled (`hidden_dim` 512) and it makes more updates; three seeds (runs that differ only in their random "
+        "draws, here also in the constants drawn). These runs change three things at once (data, memory, updates), "
+        "so they do not say which one brings the difference. Seconds are the GPU's pretraining time.",
+        _table(["run", "seed", "device", "hidden_dim", "extra constants", "examples", "epochs", "updates", "seconds",
+                "seen variants: output = body", "unseen variants: output = body", "train: greedy pass@1",
+                "val (never trained on): greedy pass@1", "test (never trained on): greedy pass@1",
+                "held-out tasks passed"], rows),
+        f"The two-digit runs over their {len(two_digit)} seeds (mean ± standard error):",
+        _table(["measure", "seeds", "mean ± SE"], summary),
+        "The greedy program for each val task, by run (seeds 0 and 1 of the two-digit runs are saved as "
+        "`notebooks/checkpoints/variants_gpu/two_digit_seed0.pt` and `..._seed1.pt`, the copying start of "
+        "[chapter 6's results](06_ppo_and_gae.md)):",
+        _table(["val task"] + [f"{_VARIANTS_GPU[n]}, seed {records[n]['settings']['seed']}" for n in names], programs),
+        "\n".join("- " + _variants_provenance(records[n], f"notebooks/data/variants_gpu/{n}.json", commands[n],
+                                               machine) for n in names)])
 
 
 # Chapter 6: the GRU trained by PPO, on a CPU. Every pass rate below is a greedy pass@1 (one
@@ -519,7 +674,8 @@ def copying_start_section() -> str:
         "## PPO from a start that copies",
         "Chapter 6's `python -m course_lib ppo` with its default settings (20 updates of 128 episodes, with "
         "exploration), run on the CPU from each of chapter 4's models that copy the blanks of a docstring "
-        "(pretrained on a GPU by `benchmarks/variants_pretraining.py`; chapter 4). The start is the only change from "
+        "(pretrained on a GPU by `benchmarks/variants_pretraining.py`; [chapter 4's results](04_gru_pretraining.md)). "
+        "The start is the only change from "
         "the chapter's runs. Each seed's start is its own checkpoint, and each change is paired with it.",
         _table(["seed", "start checkpoint", "updates", "wall s"]
                + [f"{ROLES[s]}: greedy pass@1, start → end" for s in splits], per_seed),
@@ -639,8 +795,106 @@ def gru_methods_section() -> str:
         _paired_table(record, [(f"{labels[v]} − PPO", v, "ppo") for v in ("grpo", "reinforce")]),
         _provenance(record, path)])
 
+# Chapter 10: the tiny coder of chapter 9 under the same loop (benchmarks/llm_rl_benchmark.py), on a CPU.
+# Every pass rate from samples is pass@1 from the record's n samples per task at its temperature.
+
+_TINY = "notebooks/data/llm_rl_benchmark.json"
+_TINY_METHODS = {"sft": "SFT (start)", "reinforce": "REINFORCE", "ppo": "PPO (value head, GAE)", "grpo": "GRPO"}
+_TINY_SWEEP = {"sft": "SFT (start)", "grpo": "GRPO, lr 1e-3", "grpo-lr3e-3": "GRPO, lr 3e-3",
+               "grpo-lr3e-3-min-std": "GRPO, lr 3e-3, floor 0.1 under the group's std"}
+
+
+def _pm1(values: list[float]) -> str:
+    """mean ± standard error of per-seed values, to one decimal (lengths in tokens)."""
+    from course_lib.stats import mean_se
+    mean, se = mean_se(values)
+    return f"{mean:.1f} ± {se:.1f}"
+
+
+def _length_change(values: list[float], baseline: list[float]) -> list:
+    """`_paired` for lengths: a change beyond the t-interval is "shorter" or "longer", not a gain or a loss."""
+    change, interval, per_seed, verdict = _paired(values, baseline)
+    words = {"a gain": "longer, beyond noise", "a loss": "shorter, beyond noise"}
+    return [change.replace(".000 ±", " ±"), interval, per_seed, words.get(verdict, verdict)]
+
+
+def tiny_coder_section() -> str:
+    record = _read(_TINY)
+    if record is None:
+        return ""
+    seeds, common, ev = record["seeds"], record["common"], record["eval"]
+    runs = {(r["method"], r["seed"]): r for r in record["runs"]}
+    sampled = _measure(ev["n_samples"], ev["temperature"])
+
+    def values(method: str, key: str) -> list[float]:
+        return [runs[(method, s)][key] for s in seeds]
+
+    def per_step(method: dict) -> str:
+        return f"{method['prompts_per_step']} prompts x {method['group_size']}"
+
+    splits = ("train", "val", "test")
+    means = _table(["model", "seeds"] + [f"{ROLES[s]}: {sampled}" for s in splits]
+                   + ["train: greedy pass@1", "avg length of the samples (tokens)"],
+                   [[label, len(seeds)] + [_pm(values(m, f"{s}_pass_rate")) for s in splits]
+                    + [_pm(values(m, "train_greedy_pass@1")), _pm1(values(m, "avg_gen_len"))]
+                    for m, label in _TINY_METHODS.items()])
+    changes = _table(["method", "split", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval", "per seed",
+                      "verdict"],
+                     [[label, ROLES[s], sampled] + _paired(values(m, f"{s}_pass_rate"), values("sft", f"{s}_pass_rate"))
+                      for m, label in list(_TINY_METHODS.items())[1:] for s in splits])
+    variants = record["variants"]
+    sweep = _table(["GRPO setting", "seeds", f"train: {sampled} (mean ± SE)", "avg length (tokens, mean ± SE)"],
+                   [[label, len(seeds), _pm(values(m, "train_pass_rate")),
+                     _pm1(values(m, "avg_gen_len"))]
+                    for m, label in _TINY_SWEEP.items()])
+    pairs = [("GRPO, lr 1e-3 − start", "grpo", "sft"), ("GRPO, lr 3e-3 − start", "grpo-lr3e-3", "sft"),
+             ("floor − no floor, both at lr 3e-3", "grpo-lr3e-3-min-std", "grpo-lr3e-3"),
+             ("GRPO, lr 3e-3 with the floor − start", "grpo-lr3e-3-min-std", "sft")]
+    paired = _table(["difference, paired by seed", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval",
+                     "per seed", "verdict"],
+                    [[label, f"train: {sampled}"] + _paired(values(a, "train_pass_rate"), values(b, "train_pass_rate"))
+                     for label, a, b in pairs]
+                    + [[label, "avg length (tokens)"] + _length_change(values(a, "avg_gen_len"), values(b, "avg_gen_len"))
+                       for label, a, b in pairs])
+    grpo = [row for r in record["runs"] if r["method"] == "grpo" for row in r["curve"]]
+    groups = len(grpo) * record["methods"]["grpo"]["prompts_per_step"]
+    no_pass = groups - sum(row["groups_with_a_pass"] for row in grpo)
+    fast = variants["grpo-lr3e-3"]
+    return "\n\n".join([
+        "## Chapter 9's tiny coder under the three methods, on a CPU",
+        "The tiny coder of chapter 9, from its SFT adapter (merged) under a fresh LoRA (rank "
+        f"{record['lora']['rank']}, alpha {record['lora']['alpha']}), trained by each method for {common['steps']} "
+        f"steps (REINFORCE: {per_step(record['methods']['reinforce'])}; PPO: {per_step(record['methods']['ppo'])}; "
+        f"GRPO: {per_step(record['methods']['grpo'])}, KL weight {record['methods']['grpo']['kl_coef']}), "
+        f"learning rate {common['lr']}, rollouts at T = {common['temperature']} up to {common['max_new_tokens']} "
+        f"tokens, reward 1 if every test passes minus {common['length_alpha']} x tokens / 100, the course's train "
+        f"and val tasks as the rollout pool; seeds {seeds}. Every model, the start included (once per seed: the "
+        f"seed moves only its sampling), is evaluated by {sampled}, up to {ev['max_new_tokens']} tokens, and by one "
+        "greedy answer per task. The start passes train tasks it memorised and almost nothing else, so most "
+        f"samples of a prompt fail alike: in the GRPO runs {no_pass} of {groups} groups had no passing sample.",
+        means,
+        "Each change against the start evaluated with the same seed; a change counts only beyond the t-interval:",
+        changes,
+        "### GRPO's learning rate, and a floor under the group's standard deviation",
+        "GRPO's advantage divides by its group's standard deviation. In a group whose samples all fail, the "
+        f"rewards differ only by the length penalty, a few thousandths, and the division blows those differences "
+        "up to advantages of about ±1: the shortest failure is pushed as hard as a pass would be. `min_std` "
+        "(`RLConfig(min_std=...)`) divides by at least that much. GRPO at the learning rate above, at "
+        f"{fast['lr']} without a floor, and at {fast['lr']} with `min_std` = "
+        f"{variants['grpo-lr3e-3-min-std']['min_std']}; everything else as above:",
+        sweep,
+        paired,
+        _provenance(record, _TINY)])
+
+
 
 PAGES = {
+    "04_gru_pretraining": ("Chapter 4 results: pretraining on task variants",
+                           "The records behind the side study of "
+                           "[chapter 4](../../notebooks/04_gru_pretraining.ipynb): does pretraining on many variants "
+                           "of the train tasks teach the GRU to read the docstring? Every rate is greedy (one greedy "
+                           "output per variant or task).",
+                           (variants_cpu_section, variants_gpu_section)),
     "06_ppo_and_gae": ("Chapter 6 results: PPO and GAE",
                        "The records behind [chapter 6](../../notebooks/06_ppo_and_gae.ipynb): the GRU trained by "
                        "PPO on a CPU. Every pass rate is a greedy pass@1 (one greedy program per task), "
@@ -651,7 +905,7 @@ PAGES = {
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
                    (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
                     humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
-                    gpu_long_section, gpu_seeds_section)),
+                    gpu_long_section, gpu_seeds_section, tiny_coder_section)),
 }
 
 
