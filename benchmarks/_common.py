@@ -22,6 +22,25 @@ def stats(values) -> dict:
             "std": round(statistics.stdev(values), 4) if len(values) > 1 else 0.0, "values": values}
 
 
+# A record keeps the names it was written with (records are never edited): the GRU's studies call greedy pass@1
+# "{group}_pass_rate" and a task's greedy result passed, fraction, status and completion, the names of the GRU's
+# evaluator before both policies scored through `course_lib.scoring`. A rerun writes the same names, so the
+# chapters and the Results pages read old and new records alike.
+_GRU_RECORD_ROW = {"greedy_passed": "passed", "greedy_fraction": "fraction", "greedy_status": "status",
+                   "greedy_completion": "completion"}
+
+
+def gru_record_rates(result: dict) -> dict:
+    """{"{group}_pass_rate": greedy pass@1} of a GRU evaluation (`course_lib.scoring`'s "{group}_greedy_pass@1")."""
+    return {k.removesuffix("_greedy_pass@1") + "_pass_rate": v for k, v in result.items()
+            if k.endswith("_greedy_pass@1")}
+
+
+def gru_record_row(row: dict) -> dict:
+    """A per-task row of a GRU evaluation with its greedy fields named as the records name them."""
+    return {_GRU_RECORD_ROW.get(k, k): v for k, v in row.items()}
+
+
 def write_json(path: Path, data) -> None:
     """`data` as indented JSON with a final newline, creating the folder if needed."""
     path.parent.mkdir(parents=True, exist_ok=True)

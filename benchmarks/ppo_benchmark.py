@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, gru_record_row, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -85,11 +85,11 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     result = {
         "seed": seed, **timing, "ppo_update_seconds": round(budget, 1), "pretrain_seconds": ppo["pretrain_seconds"],
         "load_average_after_baselines": round(os.getloadavg()[0], 2),
-        "ppo": {k: v for k, v in ppo.items() if k.endswith("pass_rate")},
-        "pretrained": {k: v for k, v in ppo["baseline"].items() if k.endswith("pass_rate")},
+        "ppo": gru_record_rates(ppo),
+        "pretrained": gru_record_rates(ppo["baseline"]),
         "best_of_n": {"val_solved": bon["val_solved"], "train_solved": bon.get("train_solved"),
                       "samples": bon["samples"], "wall_s": bon["wall_s"], "curve": bon["curve"]},
-        "expert_iteration": {**{k: v for k, v in ei_eval.items() if k.endswith("pass_rate")},
+        "expert_iteration": {**gru_record_rates(ei_eval),
                              "rounds": ei["rounds"], "wall_s": ei["wall_s"], "curve": ei["curve"]},
     }
     write_json(run_dir / "baselines.json", result)
@@ -143,9 +143,10 @@ def main() -> int:
             "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}
                                           for m in read_metrics(args.out / f"seed{r['seed']}")] for r in results},
             "config": json.loads((args.out / f"seed{args.seeds[0]}" / "config.json").read_text()),
-            "per_task": {str(r["seed"]): [{k: row[k] for k in ("id", "split", "novelty", "passed", "completion")}
+            "per_task": {str(r["seed"]): [{k: gru_record_row(row)[k] for k in ("id", "split", "novelty", "passed",
+                                                                                "completion")}
                                           for row in evals[r["seed"]]["per_task"]] for r in results},
-            "pretrained_per_task": {str(r["seed"]): {row["id"]: row["passed"]
+            "pretrained_per_task": {str(r["seed"]): {row["id"]: row["greedy_passed"]
                                                      for row in evals[r["seed"]]["baseline"]["per_task"]}
                                     for r in results}}
     write_json(args.notebook_data, data)

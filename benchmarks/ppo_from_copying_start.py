@@ -39,14 +39,15 @@ def main(argv=None) -> int:
             subprocess.run([sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
                             "--pretrained", str(checkpoint), "--no-progress"], check=True, cwd=ROOT)
         result = json.loads((run_dir / "eval.json").read_text())
-        passed = {split: sorted(t["id"] for t in result["per_task"] if t["split"] == split and t["passed"])
+        passed = {split: sorted(t["id"] for t in result["per_task"] if t["split"] == split and t["greedy_passed"])
                   for split in ("val", "test")}
         before = {t["id"]: t for t in result["baseline"]["per_task"]}
-        gained = {t["id"]: {"start": before[t["id"]]["completion"], "end": t["completion"]}
-                  for t in result["per_task"] if t["split"] == "val" and t["passed"] and not before[t["id"]]["passed"]}
-        runs[f"seed{seed}"] = {
-            "start": {split: result["baseline"][f"{split}_pass_rate"] for split in SPLITS},
-            "end": {split: result[f"{split}_pass_rate"] for split in SPLITS},
+        gained = {t["id"]: {"start": before[t["id"]]["greedy_completion"], "end": t["greedy_completion"]}
+                  for t in result["per_task"]
+                  if t["split"] == "val" and t["greedy_passed"] and not before[t["id"]]["greedy_passed"]}
+        runs[f"seed{seed}"] = {  # start and end: greedy pass@1 of each split
+            "start": {split: result["baseline"][f"{split}_greedy_pass@1"] for split in SPLITS},
+            "end": {split: result[f"{split}_greedy_pass@1"] for split in SPLITS},
             "passed": passed, "gained": gained, "updates": result["updates"],
             "wall_seconds": result["wall_seconds"],
             "checkpoint": str(checkpoint.relative_to(ROOT))}

@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, gru_record_row, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -36,6 +36,7 @@ VARIANTS = {  # name -> reward spec
 # at the end), and without the teacher terms (chapter 8) or exploration: here the reward alone moves the policy
 SETTINGS = dict(episodes_per_update=64, minibatch_size=64, eval_every=0, save_every=1000, threads=1,
                 bc_coef=0.0, sil_coef=0.0, explore_episodes=0)
+# greedy pass@1 of each group, as the record names it (`_common.gru_record_rates`)
 RATES = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
          "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
 CURVE_KEYS = ("update", "wall_s", "reward_mean", "pass_rate_sampled", "train_pass_rate_sampled",
@@ -67,7 +68,8 @@ def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrai
                              max_new_tokens=config.max_new_tokens, timeout=config.sandbox_timeout)
     result.update(variant=variant, reward=spec, seed=seed, seconds=round(time.perf_counter() - start, 1))
     (run_dir / EVAL_FILE).write_text(json.dumps(result, indent=1) + "\n")
-    print(f"{variant:14s} seed {seed}: " + ", ".join(f"{k} {result[k]:.3f}" for k in RATES[:5:2])
+    rates = gru_record_rates(result)
+    print(f"{variant:14s} seed {seed}: " + ", ".join(f"{k} {rates[k]:.3f}" for k in RATES[:5:2])
           + f" in {result['seconds']:.0f} s", flush=True)
     return result
 
@@ -99,8 +101,8 @@ def main() -> int:
     model, tok, _ = load_checkpoint(args.pretrained)
     tasks = load_tasks()
     start_eval = evaluate_policy(model, tok, tasks, allowed_ids=action_alphabet(tasks, tok))
-    summary = {v: {k: stats([r.get(k) for r in rows]) for k in RATES} for v, rows in results.items()}
-    summary["pretrained"] = {k: stats([start_eval[k]]) for k in RATES}
+    summary = {v: {k: stats([gru_record_rates(r).get(k) for r in rows]) for k in RATES} for v, rows in results.items()}
+    summary["pretrained"] = {k: stats([gru_record_rates(start_eval)[k]]) for k in RATES}
 
     print(f"\n{'variant':14s}" + "".join(f"{k.replace('_pass_rate', ''):>16s}" for k in RATES))
     for v, row in summary.items():
@@ -116,7 +118,8 @@ def main() -> int:
         "metrics": {v: {str(s): [{k: m.get(k) for k in CURVE_KEYS}
                                  for m in read_metrics(args.out / slug(v) / f"seed{s}")] for s in args.seeds}
                     for v in args.variants},
-        "per_task": {v: {str(r["seed"]): [{k: row[k] for k in ("id", "split", "passed", "fraction", "completion")}
+        "per_task": {v: {str(r["seed"]): [{k: gru_record_row(row)[k] for k in ("id", "split", "passed", "fraction",
+                                                                                "completion")}
                                           for row in r["per_task"]] for r in rows} for v, rows in results.items()},
         "seconds": round(seconds, 1),
     }

@@ -522,14 +522,26 @@ _STEP_INFO_REASON = (
     "what collect() hands the step's other parts is a dataclass (rl.StepInfo; the language model's LMStep: teacher, "
     "own, times) instead of a dict with the same keys; Trainer.step runs the same calls in the same order, and "
     "learn moved to core/update.py unchanged")
+_ONE_SCORER = {  # one evaluator for both policies: reviewed in the working tree on 2026-11-27, before it was committed
+    "course_lib/lm/evaluation.py::evaluate": "de12074d14f4",
+    "course_lib/scoring.py::UNREADABLE": "34230280ea56",
+    "course_lib/scoring.py::score": "ae651c80e47c",
+    "course_lib/scoring.py::_reports": "50d18313524f",
+    "course_lib/scoring.py::_mean": "59d9c96243ce",
+}
+_ONE_SCORER_REASON = (
+    "evaluate writes the same completions with the same generate calls (greedy, then n_samples samples: the same "
+    "seed and order) and scoring.score runs them in the sandbox as run_completions did and computes the same "
+    "numbers, rounded to 4 places; only names changed ({group}_pass_rate, pass@1 from n samples, is "
+    "{group}_pass@1), pass_at_k moved to scoring unchanged, and the per-task rows keep greedy_passed, n and c")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
-                  f"{_STEP_INFO_REASON}",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
+                  f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads)",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",
@@ -539,8 +551,9 @@ STILL_VALID: dict[str, dict] = {
     },
     "benchmarks/records/generation_throughput.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
-                  f"kl_coef 0.05); {_RENAMED_REASON}; {_STEP_INFO_REASON}",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO},
+                  f"kl_coef 0.05); {_RENAMED_REASON}; {_STEP_INFO_REASON}; the script calls evaluation.generate, "
+                  "never evaluate or scoring",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER},
     },
 }
 

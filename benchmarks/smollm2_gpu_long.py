@@ -70,7 +70,7 @@ def measure(model, tokenizer, tasks, humaneval_test, seed: int, greedy_opts=GREE
     he = evaluate(model, tokenizer, humaneval_test, seed=seed, **{**sampled_opts, "greedy": True})
     out.update({"humaneval_test_greedy_pass@1": he["test_greedy_pass@1"],
                 "humaneval_test_greedy_passed": sum(r["greedy_passed"] for r in he["per_task"]),
-                "humaneval_test_pass@1_from_samples": he["test_pass_rate"],
+                "humaneval_test_pass@1_from_samples": he["test_pass@1"],
                 "humaneval_test_tasks": len(he["per_task"]),
                 "humaneval_test_greedy_passed_ids": sorted(r["id"] for r in he["per_task"] if r["greedy_passed"])})
     if humaneval_all is not None:

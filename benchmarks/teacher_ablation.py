@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -41,6 +41,7 @@ VARIANTS = {
     "bc": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25),
     "both": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25, teacher_source="both", teacher_episodes=16),
 }
+# greedy pass@1 of each group, as the record names it (`_common.gru_record_rates`)
 KEYS = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
         "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
 KEEP = ("update", "reward_mean", "train_pass_rate_sampled", "val_pass_rate_sampled", "approx_kl", "clip_frac",
@@ -79,7 +80,7 @@ def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
     result["load_average"] = round(os.getloadavg()[0], 2)
     (run_dir / "eval.json").write_text(json.dumps(result, indent=1) + "\n")
     print(f"{variant} seed {seed}: {seconds:.0f} s, " +
-          ", ".join(f"{k} {result[k]:.3f}" for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate")),
+          ", ".join(f"{k} {result[k]:.3f}" for k in ("train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1")),
           flush=True)
     return result
 
@@ -110,9 +111,9 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
         done = {job: run_one(*job, args, variants) for job in jobs}
     results = {v: {s: done[(v, s)] for s in args.seeds} for v in args.variants}
     first = results[args.variants[0]][args.seeds[0]]
-    summary = {"pretrained": {k: first["baseline"].get(k) for k in KEYS}}
+    summary = {"pretrained": {k: gru_record_rates(first["baseline"]).get(k) for k in KEYS}}
     for v in args.variants:
-        summary[v] = {k: stats([results[v][s].get(k) for s in args.seeds]) for k in KEYS}
+        summary[v] = {k: stats([gru_record_rates(results[v][s]).get(k) for s in args.seeds]) for k in KEYS}
         summary[v]["run_seconds"] = stats([results[v][s].get("run_seconds") for s in args.seeds])
     print(f"\n{'variant':10s} " + " ".join(f"{k.replace('_pass_rate', ''):>13s}" for k in KEYS))
     for v in args.variants:
@@ -126,9 +127,10 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
         "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}
                                  for m in read_metrics(args.out / v / f"seed{s}")] for s in args.seeds}
                     for v in args.variants},
-        "per_task": {v: {str(s): {row["id"]: row["passed"] for row in results[v][s]["per_task"]} for s in args.seeds}
+        "per_task": {v: {str(s): {row["id"]: row["greedy_passed"] for row in results[v][s]["per_task"]}
+                         for s in args.seeds}
                      for v in args.variants},
-        "pretrained_per_task": {row["id"]: row["passed"] for row in first["baseline"]["per_task"]},
+        "pretrained_per_task": {row["id"]: row["greedy_passed"] for row in first["baseline"]["per_task"]},
         "tasks": {row["id"]: {"split": row["split"], "novelty": row["novelty"]} for row in first["per_task"]},
         "total_seconds": round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1),
     }

@@ -59,7 +59,7 @@ def job(method: str, seed: int) -> dict:
                                  greedy=False, max_new_tokens=s["max_new_tokens"], seed=seed)
     per_task = [{k: r[k] for k in ("id", "split", "n", "c")} for r in result["per_task"]]
     return {"method": method, "seed": seed, "per_task": per_task,
-            "pass_rate": {sp: result[f"{sp}_pass_rate"] for sp in ("train", "val", "test")},
+            "pass_rate": {sp: result[f"{sp}_pass@1"] for sp in ("train", "val", "test")},  # pass@1 from samples
             "rollout_pass_rate": [r["pass_rate"] for r in history],
             "seconds": round(time.perf_counter() - start, 1)}
 

@@ -105,11 +105,11 @@ def main(argv=None) -> int:
         "final_loss": round(sum(losses[-20:]) / 20, 4),
         "exact": {"seen": round(sum(r["exact"] for r in seen_rows) / len(seen_rows), 4),
                   "unseen": round(sum(r["exact"] for r in unseen_rows) / len(unseen_rows), 4)},
-        "pass_rate": {split: round(r["pass_rate"], 4) for split, r in results.items()},
-        "passed": {split: sorted(k for k, v in r["per_task"].items() if v) for split, r in results.items()
-                   if split != "train"},
+        "pass_rate": {split: r[f"{split}_greedy_pass@1"] for split, r in results.items()},  # the record's name
+        "passed": {split: sorted(row["id"] for row in r["per_task"] if row["greedy_passed"])
+                   for split, r in results.items() if split != "train"},
         "unseen_outputs": unseen_rows,
-        "val_outputs": {k: c[0] for k, c in results["val"]["completions"].items()},
+        "val_outputs": {row["id"]: row["greedy_completion"] for row in results["val"]["per_task"]},
     }
     write_json(args.out, summary)
     if args.save:

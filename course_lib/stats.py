@@ -14,9 +14,10 @@ from typing import Sequence
 
 
 def pass_rate_with_se(per_task: Sequence[dict], split: str | None = None) -> tuple[float, float]:
-    """(pass rate, its standard error) of `evaluate`'s per-task rows (of one split, if given).
+    """(pass@1 from n samples, its standard error) of an evaluation's per-task rows (of one split, if given;
+    the rows of `course_lib.scoring.score`, with n and c).
 
-    The pass rate is the mean over tasks of c / n; its standard error is the standard
+    pass@1 from n samples is the mean over tasks of c / n; its standard error is the standard
     deviation of those per-task rates over sqrt(number of tasks): it holds both the
     sampling noise (n samples per task) and how much tasks differ from each other.
     """

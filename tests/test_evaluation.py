@@ -12,7 +12,8 @@ import torch
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 from course_lib.lm import evaluation, protocol  # noqa: E402
-from course_lib.lm.evaluation import Generation, pass_at_k  # noqa: E402
+from course_lib.lm.evaluation import Generation  # noqa: E402
+from course_lib.scoring import pass_at_k  # noqa: E402
 from course_lib.lm.protocol import (extract_completion, extract_fenced_code, format_prompt, strip_thinking,  # noqa: E402
                                     truncate_at_stop)
 from course_lib.tasks import Task, load_tasks  # noqa: E402
@@ -175,10 +176,10 @@ def test_evaluate_scores_in_the_sandbox_per_split(monkeypatch):
     monkeypatch.setattr(evaluation, "generate", fake_generate)
     r = evaluation.evaluate(None, None, tasks, n_samples=4, ks=(1, 2, 10))
     assert r["train_greedy_pass@1"] == 1.0 and r["val_greedy_pass@1"] == 0.0 and r["test_greedy_pass@1"] == 0.0
-    assert r["train_pass_rate"] == pytest.approx((1 + 0.5) / 2) and r["test_pass_rate"] == 0.25
+    assert r["train_pass@1"] == pytest.approx((1 + 0.5) / 2) and r["test_pass@1"] == 0.25
     assert r["train_pass@2"] == pytest.approx((1 + pass_at_k(4, 2, 2)) / 2, abs=1e-4)  # rounded to 4 places
     assert "train_pass@10" not in r                                       # k > n is not estimated
-    assert r["val_near_tasks"] == 1 and r["test_far_pass_rate"] == 0.25 and "val_far_tasks" not in r
+    assert r["val_near_tasks"] == 1 and r["test_far_pass@1"] == 0.25 and "val_far_tasks" not in r
     assert r["avg_gen_len"] == 5 and r["greedy_avg_gen_len"] == 3
     assert [row["c"] for row in r["per_task"]] == [4, 2, 0, 1]
 

@@ -278,7 +278,7 @@ def test_command_line_sft_writes_metrics_adapter_and_eval(small_dir, tmp_path):
     assert [m["step"] for m in metrics] == [1, 2, 3]
     report = json.loads((out / "eval.json").read_text())
     for split, count in (("train", 46), ("val", 15), ("test", 15)):
-        assert 0 <= report[f"{split}_pass_rate"] <= 1 and report[f"{split}_tasks"] == count
+        assert 0 <= report[f"{split}_pass@1"] <= 1 and report[f"{split}_tasks"] == count
     assert report["n_samples"] == 10 and all(r["n"] == 10 for r in report["per_task"])
     assert (out / "adapter" / "adapter_config.json").exists()
     again = subprocess.run(cmd, capture_output=True, text=True)
@@ -286,7 +286,7 @@ def test_command_line_sft_writes_metrics_adapter_and_eval(small_dir, tmp_path):
 
 
 def test_eval_command_samples_a_transformer_on_a_task_folder(small_dir, tmp_path, capsys):
-    """`eval --model ... --samples N`: greedy pass@1 and the pass rate from N samples, per split."""
+    """`eval --model ... --samples N`: greedy pass@1 and pass@1 from N samples, per split."""
     import shutil
 
     from course_lib.__main__ import main
@@ -300,8 +300,8 @@ def test_eval_command_samples_a_transformer_on_a_task_folder(small_dir, tmp_path
                  "--device", "cpu", "--out", str(out)]) == 0
     report = json.loads(out.read_text())
     assert report["n_samples"] == 3 and all(r["n"] == 3 and 0 <= r["c"] <= 3 for r in report["per_task"])
-    assert {"train_pass_rate", "train_greedy_pass@1", "test_pass_rate"} <= set(report)
-    assert "train_pass_rate" in capsys.readouterr().out
+    assert {"train_pass@1", "train_greedy_pass@1", "test_pass@1"} <= set(report)
+    assert "train_pass@1" in capsys.readouterr().out
     assert main(["eval", "--model", str(small_dir), "--tasks", str(folder), "--samples", "-1"]) == 2
     assert "samples must be >= 0" in capsys.readouterr().out
 

@@ -222,7 +222,7 @@ def test_evaluate_scores_chat_answers_by_their_extracted_function(small_dir, tas
     _, tokenizer = model_zoo.load_model(str(small_dir), "cpu")
     tokenizer.chat_template = CHAT_TEMPLATE
     result = evaluation.evaluate(None, tokenizer, [task], n_samples=10, style="chat", ks=(1,))
-    assert result["train_greedy_pass@1"] == 1.0 and result["train_pass_rate"] == 0.5
+    assert result["train_greedy_pass@1"] == 1.0 and result["train_pass@1"] == 0.5
     assert result["per_task"][0]["greedy_completion"].startswith("def ") and "works" not in \
         result["per_task"][0]["greedy_completion"]
 
@@ -343,7 +343,7 @@ def test_command_line_rl_writes_metrics_adapter_and_eval(small_dir, sft_adapter,
     assert [m["step"] for m in metrics] == [1, 2] and all("reward" in m for m in metrics)
     report = json.loads((out / "eval.json").read_text())
     for split, count in (("train", 46), ("val", 15), ("test", 15)):
-        assert 0 <= report[f"{split}_pass_rate"] <= 1 and report[f"{split}_tasks"] == count
+        assert 0 <= report[f"{split}_pass@1"] <= 1 and report[f"{split}_tasks"] == count
     assert report["method"] == "teacher-grpo" and report["rl_config"]["group_size"] == 2
     assert "avg_gen_len" in report and "val_greedy_pass@1" in report
     assert (out / "adapter" / "adapter_config.json").exists()

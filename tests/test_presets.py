@@ -17,7 +17,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def every_other_passes(jobs, **settings):
     """A stand-in for the sandbox: programs 0, 2, 4, ... pass."""
-    return [SimpleNamespace(all_passed=i % 2 == 0, passed=int(i % 2 == 0), total=1, status="passed")
+    return [SimpleNamespace(all_passed=i % 2 == 0, passed=int(i % 2 == 0), total=1, fraction=float(i % 2 == 0),
+                            status="passed")
             for i in range(len(jobs))]
 
 

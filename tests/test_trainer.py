@@ -61,15 +61,16 @@ def test_resume_with_other_settings_is_refused(tmp_path):
 def test_eval_json_has_every_promised_field(finished_run):
     out, _ = finished_run
     result = json.loads((out / tr.EVAL_FILE).read_text())
-    keys = ["train_pass_rate", "val_pass_rate", "test_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
-            "test_near_pass_rate", "test_far_pass_rate"]
+    keys = ["train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1", "val_near_greedy_pass@1",
+            "val_far_greedy_pass@1", "test_near_greedy_pass@1", "test_far_greedy_pass@1"]
     for key in keys:
         assert 0.0 <= result[key] <= 1.0
         assert 0.0 <= result["baseline"][key] <= 1.0
     ids = [row["id"] for row in result["per_task"]]
     assert len(ids) == len(set(ids)) == 76
     assert {row["split"] for row in result["per_task"]} == {"train", "val", "test"}
-    assert set(result["per_task"][0]) >= {"id", "split", "novelty", "passed", "status", "completion"}
+    assert set(result["per_task"][0]) >= {"id", "split", "novelty", "greedy_passed", "greedy_fraction",
+                                          "greedy_status", "greedy_completion"}
     metrics = ppo_run.read_metrics(out)
     assert [m["update"] for m in metrics] == [0, 1, 2, 3]
     for key in ("reward_mean", "approx_kl", "clip_frac", "explained_variance", "entropy", "ratio_mean",
@@ -197,7 +198,7 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
                  "--max-new-tokens", "4", "--out", str(tmp_path / "e.json")]) == 0
     result = json.loads((tmp_path / "e.json").read_text())
     assert [r["id"] for r in result["per_task"]] == ["nothing", "nothing_val"]
-    assert "train_pass_rate" in capsys.readouterr().out
+    assert "train_greedy_pass@1" in capsys.readouterr().out
 
     # a held-out task the vocabulary cannot read (and with no novelty label) fails; the others still run
     accented = VAL.replace("nothing_val", "nothing_ete").replace('novelty = "near"\n', "").replace(
@@ -206,8 +207,8 @@ def test_cli_eval_on_another_task_folder(tmp_path, capsys):
     assert main(["eval", "--checkpoint", str(tmp_path / "ours.pt"), "--tasks", str(tmp_path),
                  "--max-new-tokens", "4", "--out", str(tmp_path / "e.json")]) == 0
     rows = {r["id"]: r for r in json.loads((tmp_path / "e.json").read_text())["per_task"]}
-    assert rows["nothing_ete"]["status"] == "unreadable" and not rows["nothing_ete"]["passed"]
-    assert "U+00E9" in rows["nothing_ete"]["reason"] and rows["nothing_val"]["status"] != "unreadable"
+    assert rows["nothing_ete"]["greedy_status"] == "unreadable" and not rows["nothing_ete"]["greedy_passed"]
+    assert "U+00E9" in rows["nothing_ete"]["reason"] and rows["nothing_val"]["greedy_status"] != "unreadable"
     assert "cannot read 1 of 3 tasks (nothing_ete)" in capsys.readouterr().out
 
     # a set none of whose tasks it can read, a file with no task, a file of no known type: errors, no traceback
@@ -236,7 +237,7 @@ def test_baselines_run_and_never_sample_test_tasks(tmp_path):
     assert set(bon["found"]) <= {"nothing", "nothing_val"} and len(bon["curve"]) >= 2
     ei = expert_iteration(model, tok, tasks, episodes_per_round=8, group_size=4, rounds=2, finetune_steps=1,
                           batch_size=2, max_new_tokens=4, progress=False)
-    assert [row["round"] for row in ei["curve"]] == [1, 2] and "val_pass_rate" in ei["curve"][-1]
+    assert [row["round"] for row in ei["curve"]] == [1, 2] and "val_greedy_pass@1" in ei["curve"][-1]
     with pytest.raises(ValueError, match="test tasks"):
         best_of_n(model, tok, load_tasks("test")[:1], rounds=1, progress=False)
 

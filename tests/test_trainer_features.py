@@ -85,7 +85,7 @@ def test_ppo_and_eval_commands_take_a_task_file(tmp_path, capsys):
     assert PPOConfig.load(out / tr.CONFIG_FILE).task_fields == FIELDS  # the snapshot holds the renames
     assert main(["eval", "--checkpoint", str(out / tr.POLICY_FILE), "--tasks", str(FIXTURES / "tasks_sample.jsonl"),
                  "--task-fields", FIELDS]) == 0
-    assert "val_pass_rate" in capsys.readouterr().out
+    assert "val_greedy_pass@1" in capsys.readouterr().out
     assert main(["eval", "--checkpoint", str(out / tr.POLICY_FILE), "--tasks",
                  str(FIXTURES / "tasks_sample.jsonl")]) == 2
     assert "rename the file's fields" in capsys.readouterr().out

@@ -69,8 +69,9 @@ def add_arguments(parser) -> None:
     parser.add_argument("--alpha", type=float, default=16.0, help="LoRA alpha (scale alpha/r) [16]")
     parser.add_argument("--targets", nargs="+", default=list(LORA_TARGETS), help="LoRA target modules [q_proj v_proj]")
     parser.add_argument("--no-prompt-mask", action="store_true", help="score the prompt too (the wrong way, for comparison)")
-    parser.add_argument("--n-samples", type=int, default=10, help="samples per task for the pass rates (>= 10) [10]")
-    parser.add_argument("--temperature", type=float, default=0.8, help="sampling temperature for the pass rates [0.8]")
+    parser.add_argument("--n-samples", type=int, default=10, help="samples per task for pass@1 and pass@k (>= 10) [10]")
+    parser.add_argument("--temperature", type=float, default=0.8,
+                        help="sampling temperature for pass@1 and pass@k [0.8]")
     parser.add_argument("--max-new-tokens", type=int, default=None,
                         help="generation limit [the preset's; without one 128]")
     parser.add_argument("--no-humaneval", action="store_true", help="skip the 33 HumanEval test problems")
@@ -93,7 +94,8 @@ def add_arguments(parser) -> None:
 def prepare_run(args) -> Path:
     """Check the shared options, make --out (refusing one that holds a run), set threads; returns --out."""
     if args.n_samples < 10:
-        raise ValueError(f"--n-samples must be at least 10 (the pass rates are estimated from it), got {args.n_samples}")
+        raise ValueError(f"--n-samples must be at least 10 (pass@1 and pass@k are estimated from it), "
+                         f"got {args.n_samples}")
     out = Path(args.out)
     if getattr(args, "resume", False) and args.method == "sft":
         raise ValueError("--resume continues an RL run; an SFT run is short: start it again")
@@ -240,11 +242,12 @@ def main(args) -> int:
     except (ValueError, FileNotFoundError, FileExistsError, ConnectionError, MemoryError) as e:
         print(f"error: {e}")
         return 2
-    for key in ("train_pass_rate", "val_pass_rate", "test_pass_rate"):
-        print(f"{key:16s} {result[key]:.3f}  (greedy pass@1 {result[key.replace('pass_rate', 'greedy_pass@1')]:.3f})")
+    for split in ("train", "val", "test"):
+        print(f"{split + '_pass@1':16s} {result[f'{split}_pass@1']:.3f}  (greedy pass@1 "
+              f"{result[f'{split}_greedy_pass@1']:.3f})")
     print(f"average length   {result['avg_gen_len']:.1f} tokens (greedy {result['greedy_avg_gen_len']:.1f})")
     if "humaneval" in result:
-        print(f"humaneval test   {result['humaneval']['test_pass_rate']:.3f}")
+        print(f"humaneval test   {result['humaneval']['test_pass@1']:.3f}")
     print(f"wrote {Path(args.out) / 'eval.json'} in {result['wall_seconds']:.1f} s")
     return 0
 

@@ -63,7 +63,7 @@ def main_ppo(args) -> int:
         return 0
     print(f"done in {time.perf_counter() - start:.1f} s: " + ", ".join(
         f"{k} {result[k]:.3f} (start {result['baseline'][k]:.3f})"
-        for k in ("train_pass_rate", "val_pass_rate", "test_pass_rate") if k in result))
+        for k in ("train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1") if k in result))
     print(f"wrote {Path(args.out) / EVAL_FILE}")
     return 0
 
@@ -87,7 +87,7 @@ def add_eval_arguments(parser) -> None:
                                   "template, else completion")
     llm_options.add_argument("--humaneval", action="store_true", help="also the 164 HumanEval problems")
     llm_options.add_argument("--samples", type=int, default=0, metavar="N",
-                             help="also pass@1 (the pass rate) and pass@k from N samples per task [0: greedy only]")
+                             help="also pass@1 and pass@k from N samples per task [0: greedy only]")
     llm_options.add_argument("--temperature", type=float, default=0.8, help="sampling temperature of --samples [0.8]")
     llm_options.add_argument("--device", default="auto", help="cuda, cpu, or auto: cuda if available [auto]")
     parser.set_defaults(func=main_eval)
@@ -114,7 +114,7 @@ def main_eval(args) -> int:
     rows = [("", result)] + ([("humaneval_", result["humaneval"])] if "humaneval" in result else [])
     for prefix, part in rows:
         for key, value in part.items():
-            if key.endswith(("pass_rate", "greedy_pass@1", "pass@10")):
+            if key.endswith(("pass@1", "pass@10")):  # greedy pass@1; pass@1 and pass@10 from samples
                 print(f"{prefix + key:32s} {value:.3f}")
     if args.out:
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -94,8 +94,8 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rollout_splits=("trai
     """Expert iteration: each round samples episodes (tasks drawn like the PPO trainer's, leaning to the
     unsolved), keeps the programs that pass every test, then takes `finetune_steps` steps of
     bc_coef * cross-entropy on train solutions + sil_coef * cross-entropy on the kept programs: the PPO
-    trainer's two teacher terms without its policy-gradient loss. Greedy pass rates on train and val are
-    logged every `eval_every` rounds. The model is trained in place.
+    trainer's two teacher terms without its policy-gradient loss. Greedy pass@1 on train and val
+    ("{split}_greedy_pass@1") is logged every `eval_every` rounds. The model is trained in place.
     """
     if rounds is None and time_budget is None:
         raise ValueError("expert_iteration needs rounds or time_budget (or both)")
@@ -138,7 +138,7 @@ def expert_iteration(model, tokenizer, tasks: Sequence, *, rollout_splits=("trai
         if eval_every and r % eval_every == 0:
             greedy = evaluate_policy(model, tokenizer, rl_tasks, allowed_ids=allowed_ids,
                                      max_new_tokens=max_new_tokens, timeout=timeout)
-            row.update({k: v for k, v in greedy.items() if k.endswith("pass_rate")})
+            row.update({k: v for k, v in greedy.items() if k.endswith("_greedy_pass@1")})
         curve.append(row)
         bar.update(1)
     bar.close()

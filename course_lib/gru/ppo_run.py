@@ -66,7 +66,7 @@ def run(config: PPOConfig, out_dir, *, resume: bool = False, stop_after: int | N
 
 
 def evaluate_run(trainer: PPOTrainer) -> dict:
-    """eval.json: greedy pass rates of the trained policy and of the pretrained start, on every split."""
+    """eval.json: greedy pass@1 of the trained policy and of the pretrained start, on every split."""
     c = trainer.config
     result = evaluate_policy(trainer.model, trainer.tokenizer, trainer.tasks, allowed_ids=trainer.alphabet,
                              max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
@@ -95,12 +95,12 @@ def latest_state(out_dir) -> Path | None:
 
 
 def evaluate_checkpoint(path, tasks_dir=None, max_new_tokens: int | None = None, fields=None, log=print) -> dict:
-    """`python -m course_lib eval`: greedy pass rates of any course checkpoint on the course's splits
+    """`python -m course_lib eval`: greedy pass@1 of any course checkpoint on the course's splits
     or on the tasks of another folder or file.
 
     Without tasks_dir, the checkpoint's vocabulary must cover every prompt of the course's tasks (else it
     is from another vocabulary: an error). A task of tasks_dir whose prompt holds a character the
-    vocabulary lacks cannot be read, so it fails: it stays in the pass rates, with status "unreadable"
+    vocabulary lacks cannot be read, so it fails: it stays in greedy pass@1, with status "unreadable"
     and the reason, and `log` names it. Tasks none of which can be read are an error."""
 
     model, tokenizer, extra = load_checkpoint(path)

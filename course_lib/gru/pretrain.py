@@ -30,7 +30,7 @@ from course_lib.corpus import Example, IGNORE_INDEX, batches, pretraining_texts
 from course_lib.gru.models import GRUConfig, GRUPolicy, generate
 from course_lib.progress import tqdm
 from course_lib.sandbox import task_reports
-from course_lib.tasks import split_groups
+from course_lib.scoring import score
 
 # -----------------------------------------------------------------------------
 # teacher forcing
@@ -142,51 +142,48 @@ def attempts(model: GRUPolicy, tokenizer, tasks, *, n: int = 1, temperature: flo
     return rows, completions, task_reports(rows, completions, timeout=timeout)
 
 
+def evaluate_policy(model: GRUPolicy, tokenizer, tasks, *, allowed_ids, greedy: bool = True, n_samples: int = 0,
+                    temperature: float = 1.0, seed: int = 0, ks: Sequence[int] = (1, 5, 10),
+                    max_new_tokens: int = 160, timeout: float = 2.0, skip: dict[str, str] | None = None) -> dict:
+    """The GRU's programs for every task, scored by `course_lib.scoring.score` (its keys, per split and near/far):
+    greedy: one greedy program per task ("{group}_greedy_pass@1"); n_samples > 0: that many programs per task
+    sampled at temperature, drawn with a generator seeded with seed ("{group}_pass@1", "{group}_pass@{k}"),
+    each sampled task's row adding its programs as "completions".
+    skip: {task id: reason} of tasks not run (a prompt the vocabulary cannot encode); each counts as failed."""
+    tasks = list(tasks)
+    skip = skip or {}
+    readable = [t for t in tasks if t.id not in skip]
+
+    def write(n: int, **how) -> list[str]:
+        """n programs per task, task by task ("" for a task not run)."""
+        written = generate(model, tokenizer, [t.prompt for t in readable for _ in range(n)],
+                           max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, **how) if readable else []
+        by_id = {t.id: written[k * n:(k + 1) * n] for k, t in enumerate(readable)}
+        return [c for t in tasks for c in by_id.get(t.id, [""] * n)]
+
+    greedy_programs = write(1, greedy=True) if greedy else None
+    samples = None
+    if n_samples:  # tokens are drawn on the CPU, whatever the model's device
+        samples = write(n_samples, temperature=temperature, generator=torch.Generator().manual_seed(seed))
+    result = score(tasks, greedy=greedy_programs, samples=samples, temperature=temperature, ks=ks, skip=skip,
+                   timeout=timeout)
+    if samples is not None:
+        for k, row in enumerate(result["per_task"]):
+            row["completions"] = samples[k * n_samples:(k + 1) * n_samples]
+    return result
+
+
 def evaluate_pass_rate(model: GRUPolicy, tokenizer, tasks, *, temperature: float = 1.0, greedy: bool = False,
                        max_new_tokens: int = 160, n_samples: int = 1, seed: int = 0, allowed_ids=None,
-                       timeout: float = 2.0) -> dict:
-    """Generate n_samples completions per task and run each against the task's tests in the sandbox.
+                       ks: Sequence[int] = (1, 5, 10), timeout: float = 2.0) -> dict:
+    """Chapter 4's measure: n_samples programs per task at temperature, or one greedy program per task
+    (greedy, or temperature 0: decoding is then deterministic), scored like every policy's (`evaluate_policy`).
 
-    Returns {"pass_rate": fraction of all samples that pass every test,
-             "per_task": {task id: fraction of its samples that pass},
-             "completions": {task id: [completion, ...]}}.
-    Greedy decoding is deterministic, so it uses one sample per task.
+    Keys: "{group}_pass@1" (pass@1 from n_samples samples at temperature: the mean over tasks of the fraction
+    of their samples that pass) and "{group}_pass@{k}", or, greedy, "{group}_greedy_pass@1"; "per_task": one row
+    per task (n and c, and its programs as "completions"; greedy: greedy_passed and greedy_completion).
     """
-    tasks = list(tasks)
-    n = 1 if (greedy or temperature == 0) else n_samples
-    generator = torch.Generator().manual_seed(seed)  # tokens are drawn on the CPU, whatever the model's device
-    _, completions, reports = attempts(model, tokenizer, tasks, n=n, temperature=temperature, greedy=greedy,
-                                       max_new_tokens=max_new_tokens, allowed_ids=allowed_ids, generator=generator,
-                                       timeout=timeout)
-    passed = [bool(r.all_passed) for r in reports]
-    per_task = {t.id: sum(passed[k * n:(k + 1) * n]) / n for k, t in enumerate(tasks)}
-    return {"pass_rate": sum(passed) / len(passed), "per_task": per_task,
-            "completions": {t.id: completions[k * n:(k + 1) * n] for k, t in enumerate(tasks)}}
-
-
-def evaluate_policy(model: GRUPolicy, tokenizer, tasks, *, allowed_ids, max_new_tokens: int = 160,
-                    timeout: float = 2.0, skip: dict[str, str] | None = None) -> dict:
-    """Greedy decoding on every task: the pass rate of each split (and near/far), and each task's result.
-    skip: {task id: reason} of tasks not run (a prompt the vocabulary cannot encode); each counts as failed."""
-    skip = skip or {}
-    tasks = list(tasks)
-    readable = [t for t in tasks if t.id not in skip]
-    done = {}
-    if readable:
-        run, completions, reports = attempts(model, tokenizer, readable, greedy=True, max_new_tokens=max_new_tokens,
-                                             allowed_ids=allowed_ids, timeout=timeout)
-        done = {t.id: (c, r) for t, c, r in zip(run, completions, reports)}
-    per_task = []
-    for t in tasks:
-        row = {"id": t.id, "split": t.split, "novelty": t.novelty}
-        if t.id in skip:
-            row.update(passed=False, fraction=0.0, status="unreadable", completion="", reason=skip[t.id])
-        else:
-            c, r = done[t.id]
-            row.update(passed=r.all_passed, fraction=round(r.fraction, 4),
-                       status=getattr(r.status, "value", str(r.status)), completion=c)
-        per_task.append(row)
-    out = {f"{group}_pass_rate": round(sum(r["passed"] for r in rows) / len(rows), 4)
-           for group, rows in split_groups(per_task).items()}
-    out["per_task"] = per_task
-    return out
+    greedy = greedy or temperature == 0
+    return evaluate_policy(model, tokenizer, tasks, allowed_ids=allowed_ids, greedy=greedy,
+                           n_samples=0 if greedy else n_samples, temperature=temperature, seed=seed, ks=ks,
+                           max_new_tokens=max_new_tokens, timeout=timeout)

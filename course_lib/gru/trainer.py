@@ -54,6 +54,7 @@ from course_lib.gru.actor import GRUActor, collect_rollout
 from course_lib.gru.checkpoints import save_checkpoint
 from course_lib.gru.env import action_alphabet
 from course_lib.gru.explore import explore
+from course_lib.gru.models import next_token_mask
 from course_lib.gru.ppo_config import PPOConfig
 from course_lib.gru.pretrain import evaluate_policy
 from course_lib.gru.start import starting_policy
@@ -160,8 +161,7 @@ class PPOTrainer(rl.Trainer):
             raise ConfigError(f"no tasks of splits {config.rollout_splits} to roll out")
         self.tokenizer = tokenizer if tokenizer is not None else course_tokenizer()
         self.alphabet = action_alphabet(self.tasks, self.tokenizer)
-        self.allowed = torch.zeros(len(self.tokenizer), dtype=torch.bool)
-        self.allowed[torch.as_tensor(self.alphabet)] = True
+        self.allowed = next_token_mask(len(self.tokenizer), self.tokenizer, self.alphabet)  # the sampler's own mask
 
     def _take_the_methods_parts(self) -> None:
         """What the RL core (course_lib.core.rl) trains and how: the same core trains chapter 10's language model,
@@ -291,7 +291,7 @@ class PPOTrainer(rl.Trainer):
             greedy = evaluate_policy(self.model, self.tokenizer, self.rl_tasks, allowed_ids=self.alphabet,
                                      max_new_tokens=c.max_new_tokens, timeout=c.sandbox_timeout)
             for split in self.config.rollout_splits:
-                stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_pass_rate"]
+                stats[f"{split}_pass_rate_greedy"] = greedy[f"{split}_greedy_pass@1"]
         stats.update({"rollout_s": info.rollout_s, "explore_s": info.explore_s, "learn_s": info.learn_s,
                       "tokens_per_s": float(sampled.mask.sum()) / max(info.rollout_s, 1e-9), "wall_s": self.wall()})
         return {k: (round(v, 6) if math.isfinite(v) else None) if isinstance(v, float) else v

@@ -8,15 +8,10 @@ The protocol, the same in training, evaluation and every chapter:
 3. EXTRACT     `protocol.extract_completion` / `protocol.answer_code`: the code the sandbox runs.
 4. RUN         prompt + completion, then each test, in the sandbox (never in this process).
 
-Metrics. Greedy pass@1: the fraction of tasks whose one greedy completion passes.
-pass@k: the chance that at least one of k samples passes, estimated without bias from
-n >= k samples of which c pass (Chen et al., 2021):
-
-    pass@k = 1 - C(n - c, k) / C(n, k)
-
-computed as a product so no huge binomial is ever formed. The *pass rate* of a split
-is the mean of c / n over its tasks: pass@1 estimated from n samples. Average length:
-generated tokens per completion, up to <eos> or the stop (what a length penalty counts).
+The measures (greedy pass@1, pass@1 from n samples at temperature T, pass@k) and their keys are
+`course_lib.scoring`'s, the same for both policies: `evaluate` writes the completions and
+`scoring.score` runs and scores them. Average length: generated tokens per completion, up to <eos>
+or the stop (what a length penalty counts).
 """
 
 from __future__ import annotations
@@ -32,7 +27,8 @@ from course_lib.lm.model_zoo import load_model
 from course_lib.lm.protocol import STOP_SEQUENCES, answer_code, extract_completion, prompt_for, stop_sequences_for
 from course_lib.progress import tqdm
 from course_lib.sandbox import task_reports
-from course_lib.tasks import load_humaneval, load_tasks, split_groups
+from course_lib.scoring import score
+from course_lib.tasks import load_humaneval, load_tasks
 
 
 # -----------------------------------------------------------------------------
@@ -174,21 +170,6 @@ def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, 
 # -----------------------------------------------------------------------------
 # run and score
 
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased pass@k from n samples of which c passed: 1 - C(n-c, k) / C(n, k), as a stable product.
-
-    C(n-c, k) / C(n, k) = prod_{i = n-c+1}^{n} (1 - k / i): no factorials, no overflow.
-    """
-    if not (0 <= c <= n and 1 <= k <= n):
-        raise ValueError(f"need 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:  # every set of k samples holds a passing one
-        return 1.0
-    prod = 1.0
-    for i in range(n - c + 1, n + 1):
-        prod *= 1.0 - k / i
-    return 1.0 - prod
-
-
 def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) -> list[bool]:
     """Whether task.program(completion) passes all of the task's tests, in the sandbox."""
     return [bool(r.all_passed) for r in task_reports(tasks, completions, timeout=timeout)]
@@ -197,46 +178,33 @@ def run_completions(tasks, completions: Sequence[str], *, timeout: float = 2.0) 
 def evaluate(model, tokenizer, tasks, *, n_samples: int = 10, temperature: float = 0.8, greedy: bool = True,
              ks: Sequence[int] = (1, 5, 10), max_new_tokens: int = 128, style: str = "completion", seed: int = 0,
              timeout: float = 2.0, batch_size: int = 64, progress: bool = False) -> dict:
-    """Greedy pass@1 and, from n_samples samples per task, the pass rate and pass@k, per split and near/far.
+    """Greedy pass@1 and, from n_samples samples per task at temperature, pass@1 and pass@k, per split and
+    near/far: the completions written here, scored by `course_lib.scoring.score` (its keys).
 
     style: "completion", "instruct" or "chat" (`prompt_for`; the sandbox runs `answer_code`).
 
-    Keys: "{group}_greedy_pass@1", "{group}_pass_rate" (mean c/n), "{group}_pass@{k}", "{group}_tasks"
-    for group in train, val, val_near, val_far, test, ...; "avg_gen_len" (sampled) and
-    "greedy_avg_gen_len" in tokens; "per_task": one row per task with n, c and the greedy completion.
+    Keys: `score`'s ("{group}_greedy_pass@1", "{group}_pass@1", "{group}_pass@{k}", "{group}_tasks",
+    "n_samples", "temperature", "per_task") plus "style", "max_new_tokens", "greedy_avg_gen_len" and
+    "avg_gen_len" (sampled) in tokens; each per_task row adds greedy_tokens and greedy_finish.
     """
     tasks = list(tasks)
     prompts = [prompt_for(t, style, tokenizer) for t in tasks]
     stops = stop_sequences_for(style)
     common = dict(max_new_tokens=max_new_tokens, stop_sequences=stops, batch_size=batch_size, progress=progress)
-    rows = [{"id": t.id, "split": t.split, "novelty": t.novelty} for t in tasks]
-    result: dict = {"n_samples": n_samples, "temperature": temperature, "style": style, "max_new_tokens": max_new_tokens}
+    result: dict = {"style": style, "max_new_tokens": max_new_tokens}
+    greedy_gens, greedy_codes, samples = [], None, None
     if greedy:
-        gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
-        codes = [answer_code(t, g.text, style) for t, g in zip(tasks, gens)]
-        passed = run_completions(tasks, codes, timeout=timeout)
-        for row, g, code, p in zip(rows, gens, codes, passed):
-            row.update(greedy_passed=p, greedy_completion=code, greedy_tokens=g.n_tokens, greedy_finish=g.finish)
-        result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
+        greedy_gens = generate(model, tokenizer, prompts, temperature=0.0, seed=seed, **common)
+        greedy_codes = [answer_code(t, g.text, style) for t, g in zip(tasks, greedy_gens)]
+        result["greedy_avg_gen_len"] = round(sum(g.n_tokens for g in greedy_gens) / len(greedy_gens), 2)
     if n_samples:
         gens = generate(model, tokenizer, prompts, n_samples=n_samples, temperature=temperature, seed=seed, **common)
-        sampled_tasks = [tasks[g.prompt_index] for g in gens]
-        passed = run_completions(sampled_tasks, [answer_code(t, g.text, style) for t, g in zip(sampled_tasks, gens)],
-                                 timeout=timeout)
-        for i, row in enumerate(rows):
-            row.update(n=n_samples, c=sum(passed[i * n_samples:(i + 1) * n_samples]))
+        samples = [answer_code(tasks[g.prompt_index], g.text, style) for g in gens]
         result["avg_gen_len"] = round(sum(g.n_tokens for g in gens) / len(gens), 2)
-    for group, members in split_groups(rows).items():
-        result[f"{group}_tasks"] = len(members)
-        if greedy:
-            result[f"{group}_greedy_pass@1"] = round(sum(r["greedy_passed"] for r in members) / len(members), 4)
-        if n_samples:
-            result[f"{group}_pass_rate"] = round(sum(r["c"] / r["n"] for r in members) / len(members), 4)
-            for k in ks:
-                if k <= n_samples:
-                    result[f"{group}_pass@{k}"] = round(
-                        sum(pass_at_k(r["n"], r["c"], k) for r in members) / len(members), 4)
-    result["per_task"] = rows
+    result.update(score(tasks, greedy=greedy_codes, samples=samples, temperature=temperature, ks=ks,
+                        timeout=timeout))
+    for row, g in zip(result["per_task"], greedy_gens):
+        row.update(greedy_tokens=g.n_tokens, greedy_finish=g.finish)
     return result
 
 
@@ -248,7 +216,7 @@ def evaluate_model(model_name: str, *, adapter=None, tasks=None, style: str | No
                    batch_size: int = 32, progress: bool = False, n_samples: int = 0, temperature: float = 0.8,
                    seed: int = 0) -> dict:
     """`python -m course_lib eval --model NAME`: greedy pass@1 of a transformer per split, and with
-    n_samples > 0 the pass rate (pass@1 estimated from n_samples samples at temperature) and pass@k.
+    n_samples > 0 pass@1 from n_samples samples at temperature, and pass@k.
 
     tasks: Tasks (default: the course's train, val and test); adapter: a LoRA folder written by
     `llm` to put on the model first; style: "chat" for a model with a chat template, else
