@@ -1,7 +1,9 @@
 """Every chapter ends with 2-4 exercises whose solutions are hidden in the book and checked.
 
 A solution is a code cell tagged `hide-cell` (the book shows it behind a toggle) and
-`solution`, placed after the chapter's "## Exercises" heading. Each one asserts its
+`solution`, placed under the chapter's "## Solutions" heading, after all the questions of
+"## Exercises": in Jupyter and Colab, where no toggle hides it, a solution never sits under
+its question. Each one asserts its
 result, so it checks itself; the batch executed it (its outputs are in the committed
 notebook) and `pytest --nbval`, the second half of the test command, executes it again
 and compares what it prints.
@@ -16,12 +18,19 @@ import pytest
 from book_tools.reproduce import chapter_notebooks
 
 
+def _heading(cells, title):
+    return next((i for i, c in enumerate(cells) if c["cell_type"] == "markdown"
+                 and any(line.strip() == title for line in "".join(c["source"]).splitlines())), None)
+
+
 def _exercises(notebook):
     cells = json.loads(notebook.read_text())["cells"]
-    heading = [i for i, c in enumerate(cells)
-               if c["cell_type"] == "markdown" and "## Exercises" in "".join(c["source"])]
-    assert heading, f"{notebook.name} has no '## Exercises' section"
-    return [c for c in cells[heading[0]:] if "solution" in c.get("metadata", {}).get("tags", [])]
+    exercises, solutions = _heading(cells, "## Exercises"), _heading(cells, "## Solutions")
+    assert exercises is not None, f"{notebook.name} has no '## Exercises' section"
+    assert solutions is not None and solutions > exercises, f"{notebook.name}: no '## Solutions' after the exercises"
+    is_solution = ["solution" in c.get("metadata", {}).get("tags", []) for c in cells]
+    assert not any(is_solution[:solutions]), f"{notebook.name}: a solution above '## Solutions', under its question"
+    return [c for c, s in zip(cells[solutions:], is_solution[solutions:]) if s]
 
 
 @pytest.mark.parametrize("notebook", chapter_notebooks(), ids=lambda p: p.stem)
