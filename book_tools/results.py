@@ -734,56 +734,58 @@ def ppo_benchmark_section() -> str:
         _provenance(b, path, "benchmarks/ppo_benchmark.py")])
 
 
-def explore_section() -> str:
-    path = "notebooks/data/explore_ablation.json"
+def _ablation_section(path: str, title: str, intro: str, labels: dict, columns, pairs) -> str:
+    """A Results-page section for one ablation record: its variants' table (with `columns`), the paired
+    differences `pairs` ((label, variant, against), ...) and its provenance; "" when the record is absent.
+    `columns` and `pairs` may be functions of the record."""
     record = _read(path)
     if record is None:
         return ""
+    columns = columns(record) if callable(columns) else columns
+    pairs = pairs(record) if callable(pairs) else pairs
+    return "\n\n".join([title, intro, _variants_table(record, labels, columns), _paired_table(record, pairs),
+                         _provenance(record, path)])
+
+
+def explore_section() -> str:
     labels = {"ppo": "PPO, no exploration", "explore": "PPO + exploration", "no_ppo": "exploration, PPO off"}
-    return "\n\n".join([
-        "## What exploration adds, and what PPO adds",
+    return _ablation_section(
+        "notebooks/data/explore_ablation.json", "## What exploration adds, and what PPO adds",
         "Three variants from chapter 4's checkpoint, 20 updates each, two runs at a time on the 2 cores: PPO without "
         "and with the epsilon-greedy episodes (512 per update, ε = 0.03, on the val tasks no program has passed yet), "
         "and the run with exploration once more with the PPO objective switched off (`ppo_coef=0`: the same "
         "sampling and exploring episodes, behaviour cloning and self-imitation alone). The last two differ only in the "
         "PPO term, so their difference is PPO's own share.",
-        _variants_table(record, labels, (_run_seconds(record),)),
-        _paired_table(record, [("PPO + exploration − PPO, no exploration", "explore", "ppo"),
-                               ("PPO + exploration − exploration, PPO off (PPO's own share)", "explore", "no_ppo")]),
-        _provenance(record, path)])
+        labels, lambda record: (_run_seconds(record),),
+        [("PPO + exploration − PPO, no exploration", "explore", "ppo"),
+         ("PPO + exploration − exploration, PPO off (PPO's own share)", "explore", "no_ppo")])
 
 
 def lambda_section() -> str:
-    path = "notebooks/data/lambda_ablation.json"
-    record = _read(path)
-    if record is None:
-        return ""
     from course_lib.stats import mean_se
     labels = {"lam095": "λ = 0.95 (default)", "lam0": "λ = 0", "lam1": "λ = 1", "no_critic": "no critic"}
-    def last_ev(v: str) -> str:
-        values = [record["metrics"][v][str(s)][-1]["explained_variance"] for s in record["seeds"]]
-        return f"{mean_se(values)[0]:+.2f}"
-    ev = ("critic's explained variance at the last update (mean over seeds)", last_ev)
-    return "\n\n".join([
-        "## λ and the critic, on the task",
+
+    def explained_variance(record):
+        def last_ev(v: str) -> str:
+            values = [record["metrics"][v][str(s)][-1]["explained_variance"] for s in record["seeds"]]
+            return f"{mean_se(values)[0]:+.2f}"
+        return (("critic's explained variance at the last update (mean over seeds)", last_ev),)
+
+    return _ablation_section(
+        "notebooks/data/lambda_ablation.json", "## λ and the critic, on the task",
         "PPO with exploration (the `PPO + exploration` settings above) from chapter 4's checkpoint, 20 updates, "
         "changing one thing at a time: λ = 0 (each token's advantage is its one-step TD error), λ = 1 (the return "
         "minus V(s_t): the critic as a baseline only), and no critic (V = 0: each token's advantage is its episode's "
         "return, normalised over the batch). The critic starts untrained. Explained variance measures how well the "
         "critic matches its own target, the λ-return, which differs with λ: it is not a ranking of critics.",
-        _variants_table(record, labels, (ev,)),
-        _paired_table(record, [(f"{labels[v]} − λ = 0.95", v, "lam095") for v in ("lam0", "lam1", "no_critic")]),
-        _provenance(record, path)])
+        labels, explained_variance,
+        [(f"{labels[v]} − λ = 0.95", v, "lam095") for v in ("lam0", "lam1", "no_critic")])
 
 
 def gru_methods_section() -> str:
-    path = "notebooks/data/gru_methods.json"
-    record = _read(path)
-    if record is None:
-        return ""
     labels = {"ppo": "PPO", "grpo": "GRPO", "reinforce": "REINFORCE"}
-    return "\n\n".join([
-        "## The same run, another method",
+    return _ablation_section(
+        "notebooks/data/gru_methods.json", "## The same run, another method",
         "Chapter 6's PPO without exploration (20 updates of 128 episodes, behaviour cloning and self-imitation on) "
         "from chapter 4's checkpoint, changing only `method`: PPO (the critic, GAE, two epochs of the clipped loss), "
         "GRPO (no critic; an episode's advantage is its reward minus its task group's mean, over the group's standard "
@@ -791,9 +793,8 @@ def gru_methods_section() -> str:
         "over the batch, so half the gradient steps and half the behaviour-cloning steps of the others). Its PPO runs "
         "have the settings of `PPO, no exploration` above. Seconds per run depend on what else ran on the machine at "
         "the time; they are not comparable across records.",
-        _variants_table(record, labels, (_run_seconds(record),)),
-        _paired_table(record, [(f"{labels[v]} − PPO", v, "ppo") for v in ("grpo", "reinforce")]),
-        _provenance(record, path)])
+        labels, lambda record: (_run_seconds(record),),
+        [(f"{labels[v]} − PPO", v, "ppo") for v in ("grpo", "reinforce")])
 
 # Chapter 10: the tiny coder of chapter 9 under the same loop (benchmarks/llm_rl_benchmark.py), on a CPU.
 # Every pass rate from samples is pass@1 from the record's n samples per task at its temperature.
