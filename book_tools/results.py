@@ -603,11 +603,11 @@ def variants_gpu_section() -> str:
 # Chapter 6: the GRU trained by PPO, on a CPU. Every pass rate below is a greedy pass@1 (one
 # greedy program per task); the splits' roles are in each header (ROLES).
 
-def _pm(values: list[float]) -> str:
-    """mean ± standard error of per-seed values."""
+def _pm(values: list[float], digits: int = 3) -> str:
+    """mean ± standard error of per-seed values (digits: 1 for lengths in tokens)."""
     from course_lib.stats import mean_se
     mean, se = mean_se(values)
-    return f"{mean:.3f} ± {se:.3f}"
+    return f"{mean:.{digits}f} ± {se:.{digits}f}"
 
 
 def _paired(values: list[float], baseline: list[float]) -> list:
@@ -805,13 +805,6 @@ _TINY_SWEEP = {"sft": "SFT (start)", "grpo": "GRPO, lr 1e-3", "grpo-lr3e-3": "GR
                "grpo-lr3e-3-min-std": "GRPO, lr 3e-3, floor 0.1 under the group's std"}
 
 
-def _pm1(values: list[float]) -> str:
-    """mean ± standard error of per-seed values, to one decimal (lengths in tokens)."""
-    from course_lib.stats import mean_se
-    mean, se = mean_se(values)
-    return f"{mean:.1f} ± {se:.1f}"
-
-
 def _length_change(values: list[float], baseline: list[float]) -> list:
     """`_paired` for lengths: a change beyond the t-interval is "shorter" or "longer", not a gain or a loss."""
     change, interval, per_seed, verdict = _paired(values, baseline)
@@ -837,7 +830,7 @@ def tiny_coder_section() -> str:
     means = _table(["model", "seeds"] + [f"{ROLES[s]}: {sampled}" for s in splits]
                    + ["train: greedy pass@1", "avg length of the samples (tokens)"],
                    [[label, len(seeds)] + [_pm(values(m, f"{s}_pass_rate")) for s in splits]
-                    + [_pm(values(m, "train_greedy_pass@1")), _pm1(values(m, "avg_gen_len"))]
+                    + [_pm(values(m, "train_greedy_pass@1")), _pm(values(m, "avg_gen_len"), 1)]
                     for m, label in _TINY_METHODS.items()])
     changes = _table(["method", "split", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval", "per seed",
                       "verdict"],
@@ -846,7 +839,7 @@ def tiny_coder_section() -> str:
     variants = record["variants"]
     sweep = _table(["GRPO setting", "seeds", f"train: {sampled} (mean ± SE)", "avg length (tokens, mean ± SE)"],
                    [[label, len(seeds), _pm(values(m, "train_pass_rate")),
-                     _pm1(values(m, "avg_gen_len"))]
+                     _pm(values(m, "avg_gen_len"), 1)]
                     for m, label in _TINY_SWEEP.items()])
     pairs = [("GRPO, lr 1e-3 − start", "grpo", "sft"), ("GRPO, lr 3e-3 − start", "grpo-lr3e-3", "sft"),
              ("floor − no floor, both at lr 3e-3", "grpo-lr3e-3-min-std", "grpo-lr3e-3"),
