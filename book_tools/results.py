@@ -58,12 +58,11 @@ def engine_section() -> str:
                         + [f"{r[e]['tokens_per_s'] / r['hf']['tokens_per_s']:.2f}x" for e in engines[1:]])
     steps = []
     for run in record["runs"]:
-        for engine in engines:
-            s = run["grpo_step"][engine]
+        for setup, s in run["grpo_step"].items():
             kl = s["row"].get("sampler_kl")
             kl = ("none: the learner samples" if kl is None else f"{kl:.1e}" if abs(kl) >= 1e-6 else "below 1e-6")
-            steps.append([run["capability"], engine, s["step_s"], s["generate_s"], s["sandbox_s"], s["score_s"],
-                          s["learn_s"], kl])
+            steps.append([run["capability"], setup, s["step_s"], s["generate_s"], s["sandbox_s"], s["score_s"],
+                          s["learn_s"], f"{s['speedup']:.2f}x", kl])
     samplers = [k for k in ("fast", "fast-bf16", "int8") if k in record["runs"][0]["int8_candidate"]]
     kl = [[run["capability"]] + [f"{run['int8_candidate'][k]['kl_mean']:.1e} / {run['int8_candidate'][k]['kl_max']:.1e}"
                                  for k in samplers] for run in record["runs"]]
@@ -78,10 +77,14 @@ def engine_section() -> str:
         _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
                + [f"{e} / hf" for e in engines[1:]], rows),
         "One GRPO step of the CPU recipe's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
-        "and the step's logged KL(sampler || learner) per token (estimated on the sampled tokens, so it can come out "
-        "slightly negative):",
-        _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
-                "sampler KL"], steps),
+        "its speed-up over the step as it ran before the fast engine, and the step's logged KL(sampler || learner) "
+        "per token (estimated on the sampled tokens, so it can come out slightly negative). *before*: Hugging "
+        "Face's `generate`, and the learner scoring all 16 rows in one padded pass; *one pass* / *chunked*: the "
+        "learner scores all rows at once, or rows of similar length together (`score_tokens`, the default); "
+        "*bf16 learner*: the learner's passes under bfloat16 autocast (`learner_dtype`). The learn part is the "
+        "reference's pass and two epochs of forward and backward passes:",
+        _table(["CPU capability", "setup", "step", "generate", "sandbox", "score (log pi_old)", "learn",
+                "speed-up", "sampler KL"], steps),
         "KL per token between each sampler's next-token distribution and the learner's, on the same prefixes "
         "(mean / max). int8 weights with one scale per activation matrix (fbgemm) were a candidate; this KL "
         "rules them out:",
