@@ -176,6 +176,20 @@ def start_sampled_section() -> str:
                                           "--out notebooks/data/smollm2_start_sampled.json")])
 
 
+def _ignored_kl_note(records: list[tuple[str, dict]]) -> str:
+    """A sentence for the records whose settings name a KL weight their run did not use: REINFORCE and PPO runs made
+    before the method table (records without a code_revision), whose loop set the KL weight of those two methods
+    to 0 whatever the settings said."""
+    ignored = {label: r["rl"]["kl_coef"] for label, r in records if r["rl"].get("method") in ("reinforce", "ppo")
+               and r["rl"].get("kl_coef", 0) > 0 and not r.get("code_revision")}
+    if not ignored:
+        return ""
+    weights = " and ".join(sorted({str(k) for k in ignored.values()}))
+    return (f" The {' and '.join(ignored)} records' settings say kl_coef {weights}, but "
+            "the loop that made them used no KL term for those methods (it set their KL weight to 0); "
+            "today's settings refuse a KL weight with REINFORCE.")
+
+
 def cpu_methods_section() -> str:
     records = [("GRPO", "notebooks/data/smollm2_rl.json", "python benchmarks/smollm2_rl.py"),
                ("REINFORCE", "notebooks/data/smollm2_reinforce.json", "python benchmarks/smollm2_methods.py reinforce"),
@@ -193,7 +207,8 @@ def cpu_methods_section() -> str:
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
         f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
         "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "
-        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval.",
+        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval."
+        + _ignored_kl_note([(label, record) for label, _, _, record in loaded]),
         _table(["method", "seeds", "split", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval",
                 "verdict"], rows)]
     by_label = {label: record for label, _, _, record in loaded}
