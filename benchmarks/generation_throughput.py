@@ -7,7 +7,10 @@ Settings (fp32, torch's default threads, chat prompts of the first `train` tasks
     rollout      chapter 10's rollout: 4 prompts x a group of 4 samples (16 rows), twice (8 prompts)
     batch-32     32 different prompts in one batch of 32
     grpo-step    one GRPO step of chapter 10's settings from the start (4 x 4, 2 epochs, KL 0.05), by part:
-                 generate, sandbox, score (log pi_old), learn (the epochs and the reference)
+                 generate, sandbox, score (log pi_old), learn (the epochs and the reference), in five setups
+                 (STEP_SETUPS): as it ran before the fast engine (Hugging Face's generate, the learner's one
+                 padded pass over all rows), each engine, the learner's length-sorted chunks (the default
+                 now), and bfloat16 for both sampler and learner
 
 Useful tokens are those up to each row's <eos>: what the reader waits for. The whole set runs once at
 torch's default CPU capability and once with ATEN_CPU_CAPABILITY=avx2 (the kernels of most free notebook
@@ -35,6 +38,13 @@ TEMPERATURE = 0.8
 MAX_NEW_TOKENS = 128
 CAPABILITIES = (None, "avx2")  # None: torch's default for this processor
 ENGINES = ("hf", "fast", "fast-bf16")
+STEP_SETUPS = {  # name -> RLConfig settings; "before" is the step as it ran before the fast engine
+    "before": dict(engine="hf", score_tokens=None),
+    "fast, one pass": dict(engine="fast", score_tokens=None),
+    "fast, chunked": dict(engine="fast"),  # the default on a CPU
+    "fast-bf16, chunked": dict(engine="fast-bf16"),
+    "fast-bf16, chunked, bf16 learner": dict(engine="fast-bf16", learner_dtype="bfloat16"),
+}
 STEP = dict(method="grpo", style="chat", steps=1, prompts_per_step=4, group_size=4, lr=1e-3, temperature=TEMPERATURE,
             max_new_tokens=MAX_NEW_TOKENS, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05, seed=0)
 
@@ -75,14 +85,14 @@ def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
     return out
 
 
-def grpo_step(engine):
-    """One GRPO step of chapter 10's settings from the start, with this engine sampling: seconds by part."""
+def grpo_step(setup: dict):
+    """One GRPO step of chapter 10's settings from the start, in this setup (STEP_SETUPS): seconds by part."""
     from course_lib.lm import llm_rl, lm_policy
     from course_lib.tasks import load_tasks
 
     model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=0, rank=8, alpha=16.0)
     pool = llm_rl.rollout_tasks(load_tasks())
-    trainer = llm_rl.LMTrainer(model, tokenizer, pool, llm_rl.RLConfig(**STEP, engine=engine))
+    trainer = llm_rl.LMTrainer(model, tokenizer, pool, llm_rl.RLConfig(**STEP, **setup))
     start = time.perf_counter()
     row = trainer.step()
     return {"step_s": round(time.perf_counter() - start, 2), **trainer.times[0],
@@ -118,12 +128,13 @@ def measure() -> dict:
         row["speedup_bf16"] = round(row["fast-bf16"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
     out["int8_candidate"] = int8_mismatch(decode, model, tokenizer, prompts[:4], evaluation)
     del model
-    out["grpo_step"] = {engine: grpo_step(engine) for engine in ENGINES}
-    for engine, r in ((e, out["grpo_step"][e]) for e in ENGINES):
-        print(f"[{out['capability']}] GRPO step {engine:>4}: {r['step_s']} s (generate {r['generate_s']}, sandbox "
-              f"{r['sandbox_s']}, score {r['score_s']}, learn {r['learn_s']})", flush=True)
-    out["grpo_step"]["speedup"] = round(out["grpo_step"]["hf"]["step_s"] / out["grpo_step"]["fast"]["step_s"], 2)
-    out["grpo_step"]["speedup_bf16"] = round(out["grpo_step"]["hf"]["step_s"] / out["grpo_step"]["fast-bf16"]["step_s"], 2)
+    out["grpo_step"] = steps = {}
+    for name, setup in STEP_SETUPS.items():
+        steps[name] = r = grpo_step(setup)
+        r["speedup"] = round(steps["before"]["step_s"] / r["step_s"], 2)
+        print(f"[{out['capability']}] GRPO step, {name:>32}: {r['step_s']:5.1f} s (generate {r['generate_s']:.1f}, "
+              f"sandbox {r['sandbox_s']:.2f}, score {r['score_s']:.1f}, learn {r['learn_s']:.1f}): "
+              f"{r['speedup']}x", flush=True)
     return out
 
 
@@ -150,15 +161,15 @@ def main() -> None:
     record = new_record(
         "benchmarks/generation_throughput.py", config={"model": MODEL, "temperature": TEMPERATURE,
                                                        "max_new_tokens": MAX_NEW_TOKENS, "dtype": "float32",
-                                                       "grpo_step": STEP},
+                                                       "grpo_step": STEP, "grpo_step_setups": STEP_SETUPS},
         machine=f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores", device="cpu",
         seconds=time.perf_counter() - started)
     record["runs"] = runs
     record["summary"] = {f"{r['capability']}": {
         "rollout_speedup": r["settings"]["rollout"]["speedup"], "batch32_speedup": r["settings"]["batch-32"]["speedup"],
-        "grpo_step_speedup": r["grpo_step"]["speedup"], "rollout_speedup_bf16": r["settings"]["rollout"]["speedup_bf16"],
+        "rollout_speedup_bf16": r["settings"]["rollout"]["speedup_bf16"],
         "batch32_speedup_bf16": r["settings"]["batch-32"]["speedup_bf16"],
-        "grpo_step_speedup_bf16": r["grpo_step"]["speedup_bf16"]} for r in runs}
+        "grpo_step_speedup": {name: step["speedup"] for name, step in r["grpo_step"].items()}} for r in runs}
     write_json(OUTPUT, record)
     print(json.dumps(record["summary"]), f"\nwrote {OUTPUT.relative_to(REPO_ROOT)}")
 

@@ -534,14 +534,28 @@ _ONE_SCORER_REASON = (
     "seed and order) and scoring.score runs them in the sandbox as run_completions did and computes the same "
     "numbers, rounded to 4 places; only names changed ({group}_pass_rate, pass@1 from n samples, is "
     "{group}_pass@1), pass_at_k moved to scoring unchanged, and the per-task rows keep greedy_passed, n and c")
+_CHUNKED = {  # the learner scores rows of similar length together: reviewed on 2026-11-27
+    "course_lib/lm/llm_rl.py::RLConfig": "281f12473cc4",
+    "course_lib/lm/llm_rl.py::rollout": "ac551939b2f4",
+    "course_lib/lm/llm_rl.py::LMTrainer": "10ff7004bffa",
+    "course_lib/lm/lm_policy.py::LEARNER_DTYPES": "14a97f192dfd",
+    "course_lib/lm/lm_policy.py::LMActor": "f5695b74e301",
+    "course_lib/lm/lm_policy.py::length_chunks": "6af92612feab",
+}
+_CHUNKED_REASON = (
+    "LMActor scores rows of similar length together (length_chunks; score_tokens, 1024 tokens a pass on a CPU by "
+    "default): the same log-probabilities, values and gradients as the one padded pass this record ran, up to float32 "
+    "rounding (tests/test_rl_core.py compares them with one pass), so a rerun differs only where that rounding changes "
+    "a later sample; learner_dtype is a new option whose default, float32, is what this record ran, and RLConfig, "
+    "rollout and LMTrainer only hand the two settings to LMActor")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
-                  f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads)",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER,
+                  f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER, **_CHUNKED,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",

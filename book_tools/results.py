@@ -58,12 +58,11 @@ def engine_section() -> str:
                         + [f"{r[e]['tokens_per_s'] / r['hf']['tokens_per_s']:.2f}x" for e in engines[1:]])
     steps = []
     for run in record["runs"]:
-        for engine in engines:
-            s = run["grpo_step"][engine]
+        for setup, s in run["grpo_step"].items():
             kl = s["row"].get("sampler_kl")
             kl = ("none: the learner samples" if kl is None else f"{kl:.1e}" if abs(kl) >= 1e-6 else "below 1e-6")
-            steps.append([run["capability"], engine, s["step_s"], s["generate_s"], s["sandbox_s"], s["score_s"],
-                          s["learn_s"], kl])
+            steps.append([run["capability"], setup, s["step_s"], s["generate_s"], s["sandbox_s"], s["score_s"],
+                          s["learn_s"], f"{s['speedup']:.2f}x", kl])
     samplers = [k for k in ("fast", "fast-bf16", "int8") if k in record["runs"][0]["int8_candidate"]]
     kl = [[run["capability"]] + [f"{run['int8_candidate'][k]['kl_mean']:.1e} / {run['int8_candidate'][k]['kl_max']:.1e}"
                                  for k in samplers] for run in record["runs"]]
@@ -78,10 +77,14 @@ def engine_section() -> str:
         _table(["CPU capability", "setting"] + [f"{e} tokens/s" for e in engines]
                + [f"{e} / hf" for e in engines[1:]], rows),
         "One GRPO step of the CPU recipe's settings (4 x 4, 2 epochs, KL 0.05) from the start, in seconds, by part, "
-        "and the step's logged KL(sampler || learner) per token (estimated on the sampled tokens, so it can come out "
-        "slightly negative):",
-        _table(["CPU capability", "engine", "step", "generate", "sandbox", "score (log pi_old)", "learn",
-                "sampler KL"], steps),
+        "its speed-up over the step as it ran before the fast engine, and the step's logged KL(sampler || learner) "
+        "per token (estimated on the sampled tokens, so it can come out slightly negative). *before*: Hugging "
+        "Face's `generate`, and the learner scoring all 16 rows in one padded pass; *one pass* / *chunked*: the "
+        "learner scores all rows at once, or rows of similar length together (`score_tokens`, the default); "
+        "*bf16 learner*: the learner's passes under bfloat16 autocast (`learner_dtype`). The learn part is the "
+        "reference's pass and two epochs of forward and backward passes:",
+        _table(["CPU capability", "setup", "step", "generate", "sandbox", "score (log pi_old)", "learn",
+                "speed-up", "sampler KL"], steps),
         "KL per token between each sampler's next-token distribution and the learner's, on the same prefixes "
         "(mean / max). int8 weights with one scale per activation matrix (fbgemm) were a candidate; this KL "
         "rules them out:",
@@ -173,6 +176,20 @@ def start_sampled_section() -> str:
                                           "--out notebooks/data/smollm2_start_sampled.json")])
 
 
+def _ignored_kl_note(records: list[tuple[str, dict]]) -> str:
+    """A sentence for the records whose settings name a KL weight their run did not use: REINFORCE and PPO runs made
+    before the method table (records without a code_revision), whose loop set the KL weight of those two methods
+    to 0 whatever the settings said."""
+    ignored = {label: r["rl"]["kl_coef"] for label, r in records if r["rl"].get("method") in ("reinforce", "ppo")
+               and r["rl"].get("kl_coef", 0) > 0 and not r.get("code_revision")}
+    if not ignored:
+        return ""
+    weights = " and ".join(sorted({str(k) for k in ignored.values()}))
+    return (f" The {' and '.join(ignored)} records' settings say kl_coef {weights}, but "
+            "the loop that made them used no KL term for those methods (it set their KL weight to 0); "
+            "today's settings refuse a KL weight with REINFORCE.")
+
+
 def cpu_methods_section() -> str:
     records = [("GRPO", "notebooks/data/smollm2_rl.json", "python benchmarks/smollm2_rl.py"),
                ("REINFORCE", "notebooks/data/smollm2_reinforce.json", "python benchmarks/smollm2_methods.py reinforce"),
@@ -190,7 +207,8 @@ def cpu_methods_section() -> str:
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
         f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
         "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "
-        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval.",
+        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval."
+        + _ignored_kl_note([(label, record) for label, _, _, record in loaded]),
         _table(["method", "seeds", "split", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval",
                 "verdict"], rows)]
     by_label = {label: record for label, _, _, record in loaded}

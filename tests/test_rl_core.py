@@ -104,6 +104,48 @@ def test_the_language_model_scores_the_ids_it_sampled(small_dir, tasks):
     assert torch.allclose(logprobs, ro.logprobs[rows, :logprobs.shape[1]], atol=1e-5) and values is None
 
 
+
+def test_rows_of_similar_length_scored_in_chunks_give_one_pass_s_numbers_and_gradients(small_dir, tasks):
+    """`LMActor` scores a rollout in length-sorted chunks (`score_tokens`): the same log-probabilities,
+    values and LoRA gradients as one padded pass over every row, up to float32 rounding."""
+    model, tokenizer = lm_policy.load_policy(str(small_dir), "cpu", seed=0)
+    config = llm_rl.RLConfig(group_size=4, max_new_tokens=24, temperature=1.0)
+    ro = llm_rl.rollout(model, tokenizer, [t for t in tasks if t.split == "train"][:3], config, seed=1)
+    rows = torch.tensor([0, 2, 3, 5, 6, 7, 8, 9, 11])
+    lengths = ro.mask[rows].sum(1)
+    assert lengths.max() > lengths.min()  # completions of different lengths, so the chunks differ from one pass
+    head = lm_policy.value_head_for(model)
+    torch.nn.init.normal_(head.weight, std=0.1)
+    one_pass = lm_policy.LMActor(model, tokenizer, 1.0, head, score_tokens=None)
+    widest = max(len(p) for p in ro.prompts) + int(lengths.max())
+    chunked = lm_policy.LMActor(model, tokenizer, 1.0, head, score_tokens=2 * widest)
+    chunks = lm_policy.length_chunks(ro, rows, 2 * widest)
+    assert len(chunks) >= 3 and sorted(torch.cat(chunks).tolist()) == list(range(len(rows)))
+    assert all(len(c) <= 2 for c in chunks)
+    grads = []
+    for actor in (one_pass, chunked):
+        model.zero_grad()
+        head.zero_grad()
+        logprobs, _, values = actor.score(ro, rows)
+        (logprobs.sum() + values.sum()).backward()
+        grads.append([p.grad.clone() for p in list(model.parameters()) + list(head.parameters()) if p.requires_grad])
+        if actor is one_pass:
+            expected = (logprobs.detach(), values.detach())
+    assert logprobs.shape == expected[0].shape and torch.allclose(logprobs, expected[0], atol=1e-4)
+    assert torch.allclose(values, expected[1], atol=1e-4)
+    assert all(torch.allclose(a, b, rtol=1e-3, atol=1e-5) for a, b in zip(*grads))
+    with torch.no_grad():
+        assert torch.allclose(chunked.reference_logprobs(ro, rows), one_pass.reference_logprobs(ro, rows), atol=1e-4)
+    bf16 = lm_policy.LMActor(model, tokenizer, 1.0, dtype="bfloat16")
+    with torch.no_grad():
+        coarse = bf16.score(ro, rows)[0]
+    mask = ro.mask[rows, :coarse.shape[1]]
+    assert ((coarse - expected[0]).abs() * mask).sum() / mask.sum() < 0.1  # bfloat16 rounds, it does not change the policy
+    with pytest.raises(ValueError, match="unknown learner dtype"):
+        lm_policy.LMActor(model, tokenizer, 1.0, dtype="float16")
+    with pytest.raises(ValueError, match="score_tokens must be at least 1"):
+        llm_rl.RLConfig(score_tokens=0).validate()
+
 def test_advantage_estimators_by_hand():
     B, T = 4, 3
     mask = torch.tensor([[1, 1, 1], [1, 1, 0], [1, 0, 0], [1, 1, 1]], dtype=torch.float32)

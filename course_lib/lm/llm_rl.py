@@ -51,7 +51,7 @@ from course_lib.lm.decode import ENGINES
 from course_lib.lm.evaluation import generate
 from course_lib.lm.llm import _to, encode_prompt, sft_batch
 from course_lib.lm.llm_teacher import OfflineTeacher, Teacher, teacher_examples
-from course_lib.lm.lm_policy import LMActor, value_head_for
+from course_lib.lm.lm_policy import LEARNER_DTYPES, LMActor, value_head_for
 from course_lib.lm.protocol import CHAT, STYLES, answer_code, prompt_for, stop_sequences_for
 from course_lib.progress import tqdm
 from course_lib.rewards import RewardSpec, ShapedReward, token_length_penalty
@@ -85,6 +85,12 @@ class RLConfig(rl.RLSettings):
                          choices=("auto",) + ENGINES)
     is_cap: float = option(2.0, "truncated importance sampling when the engine is not the learner: each token's "
                                 "advantage times min(pi_learner / pi_sampler, is_cap); 0: off")
+    score_tokens: int | None = option(1024, "on a CPU, the most tokens (rows x padded width) the learner scores in one "
+                                            "pass: rows of similar length go together, so little is padding; none: "
+                                            "all rows in one pass (a GPU always does)", int)
+    learner_dtype: str = option("float32", "the learner's arithmetic: float32, or bfloat16 (torch.autocast: faster on "
+                                           "processors with bfloat16 arithmetic, e.g. AVX512-BF16 or AMX, slower without; "
+                                           "coarser log-probabilities)", choices=LEARNER_DTYPES)
     micro_batch_size: int | None = option(None, "rows scored and back-propagated at once in the update (less memory, "
                                                 "the same update: gradients accumulate); none: all of a step's rows", int)
 
@@ -95,6 +101,8 @@ class RLConfig(rl.RLSettings):
             require(getattr(self, name) >= 1, f"{name} must be at least 1, got {getattr(self, name)}")
         for name in ("length_alpha", "min_std", "teacher_sft_weight", "self_sft_weight", "is_cap"):
             require(getattr(self, name) >= 0, f"{name} must be >= 0, got {getattr(self, name)}")
+        require(self.score_tokens is None or self.score_tokens >= 1,
+                f"score_tokens must be at least 1 (or none: one pass), got {self.score_tokens}")
         require(self.micro_batch_size is None or self.micro_batch_size >= 1,
                 f"micro_batch_size must be at least 1 (or none), got {self.micro_batch_size}")
 
@@ -181,7 +189,8 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
                         actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
                         reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))
                 for t, g, r, rw in zip(sample_tasks, gens, reports, rewards)]
-    actor = LMActor(model, tokenizer, config.temperature, value_head)
+    actor = LMActor(model, tokenizer, config.temperature, value_head, score_tokens=config.score_tokens,
+                    dtype=config.learner_dtype)
     ro = written_rollout(tokenizer, [prompts[g.prompt_index] for g in gens], [g.ids for g in gens], rewards=rewards,
                          tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p),
                          pad_id=actor.pad_id)
@@ -265,7 +274,8 @@ class LMTrainer(rl.Trainer):
             self.backward = self._distributed_backward
         self.model, self.policy, self.tokenizer, self.pool = model, policy, tokenizer, pool
         self.config, self.params, self.accelerator = config, params, accelerator
-        self.actor = LMActor(policy, tokenizer, config.temperature, self.value_head)
+        self.actor = LMActor(policy, tokenizer, config.temperature, self.value_head,
+                             score_tokens=config.score_tokens, dtype=config.learner_dtype)
         self.estimator, self.teacher_terms = method.estimator, method.teacher_terms
         self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
                                       normalise=method.normalise, min_std=config.min_std)
@@ -341,7 +351,7 @@ class LMTrainer(rl.Trainer):
     def load_state(self, path) -> None:
         state = torch.load(path, map_location="cpu", weights_only=False)  # our own file: holds RNG tuples
         check_same_settings(rl.with_kl_weight(renamed(state["config"])), rl.with_kl_weight(asdict(self.config)), path,
-                            may_change=("micro_batch_size",))  # the same update in less memory
+                            may_change=("micro_batch_size", "score_tokens"))  # the same update, in less memory or time
         named = dict(self.model.named_parameters())
         with torch.no_grad():
             for name, value in state["trainable"].items():
