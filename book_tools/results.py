@@ -82,7 +82,8 @@ def engine_section() -> str:
         "Face's `generate`, and the learner scoring all 16 rows in one padded pass; *one pass* / *chunked*: the "
         "learner scores all rows at once, or rows of similar length together (`score_tokens`, the default); "
         "*bf16 learner*: the learner's passes under bfloat16 autocast (`learner_dtype`). The learn part is the "
-        "reference's pass and two epochs of forward and backward passes:",
+        "reference's pass and two epochs of forward and backward passes. Each setup was timed twice, alternating "
+        "with the others, and the faster try is shown:",
         _table(["CPU capability", "setup", "step", "generate", "sandbox", "score (log pi_old)", "learn",
                 "speed-up", "sampler KL"], steps),
         "KL per token between each sampler's next-token distribution and the learner's, on the same prefixes "
