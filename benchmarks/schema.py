@@ -548,14 +548,24 @@ _CHUNKED_REASON = (
     "rounding (tests/test_rl_core.py compares them with one pass), so a rerun differs only where that rounding changes "
     "a later sample; learner_dtype is a new option whose default, float32, is what this record ran, and RLConfig, "
     "rollout and LMTrainer only hand the two settings to LMActor")
+_ONE_LEARNER = {  # one builder of the learner's LMActor: reviewed on 2026-11-27
+    "course_lib/lm/llm_rl.py::learner": "8da1d2ab92c4",
+    "course_lib/lm/llm_rl.py::rollout": "f9cf61ea3432",
+    "course_lib/lm/llm_rl.py::LMTrainer": "d6331b69ac35",
+}
+_ONE_LEARNER_REASON = (
+    "rollout and LMTrainer build their LMActor through llm_rl.learner, with the arguments each passed to LMActor "
+    "itself before (temperature, value head, score_tokens, learner_dtype)")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
-                  f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}",
+                  f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
+                  f"{_ONE_LEARNER_REASON}",
         "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER, **_CHUNKED,
+                     **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",
@@ -566,8 +576,8 @@ STILL_VALID: dict[str, dict] = {
     "benchmarks/records/generation_throughput.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
                   f"kl_coef 0.05); {_RENAMED_REASON}; {_STEP_INFO_REASON}; the script calls evaluation.generate, "
-                  "never evaluate or scoring",
-        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER},
+                  f"never evaluate or scoring; {_ONE_LEARNER_REASON}",
+        "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER, **_ONE_LEARNER},
     },
 }
 

@@ -162,6 +162,13 @@ def length_penalised_reward(passed: Sequence[bool], n_tokens: Sequence[int], alp
 # -----------------------------------------------------------------------------
 # the loop
 
+def learner(model, tokenizer, config: RLConfig, value_head=None) -> LMActor:
+    """The policy as the learner scores it under these settings: the same for log pi_old (`rollout`) and for
+    the loss (`LMTrainer`), so the first epoch's ratio starts at 1."""
+    return LMActor(model, tokenizer, config.temperature, value_head, score_tokens=config.score_tokens,
+                   dtype=config.learner_dtype)
+
+
 def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=None,
             times: dict | None = None) -> Rollout:
     """1. sample group_size completions per task; 2. run them in the sandbox and score them.
@@ -189,8 +196,7 @@ def rollout(model, tokenizer, tasks, config: RLConfig, seed: int, value_head=Non
                         actions=list(g.ids), terminated=g.finish == "eos", truncated=g.finish == "length",
                         reward=float(rw), passed=r.passed, total=r.total, status=getattr(r.status, "value", str(r.status)))
                 for t, g, r, rw in zip(sample_tasks, gens, reports, rewards)]
-    actor = LMActor(model, tokenizer, config.temperature, value_head, score_tokens=config.score_tokens,
-                    dtype=config.learner_dtype)
+    actor = learner(model, tokenizer, config, value_head)
     ro = written_rollout(tokenizer, [prompts[g.prompt_index] for g in gens], [g.ids for g in gens], rewards=rewards,
                          tasks=sample_tasks, episodes=episodes, encode=lambda p: encode_prompt(tokenizer, p),
                          pad_id=actor.pad_id)
@@ -274,8 +280,7 @@ class LMTrainer(rl.Trainer):
             self.backward = self._distributed_backward
         self.model, self.policy, self.tokenizer, self.pool = model, policy, tokenizer, pool
         self.config, self.params, self.accelerator = config, params, accelerator
-        self.actor = LMActor(policy, tokenizer, config.temperature, self.value_head,
-                             score_tokens=config.score_tokens, dtype=config.learner_dtype)
+        self.actor = learner(policy, tokenizer, config, self.value_head)
         self.estimator, self.teacher_terms = method.estimator, method.teacher_terms
         self.advantage_options = dict(gamma=1.0, lam=config.gae_lambda, group_size=config.group_size,
                                       normalise=method.normalise, min_std=config.min_std)
