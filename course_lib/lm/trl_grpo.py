@@ -5,7 +5,7 @@ same LoRA and the same reward; only the loop is TRL's. Three pieces connect the 
 
     sandbox_reward(tasks, style)   TRL's reward-function signature around the course's reward: the
                                    answer's function (`protocol.answer_code`) run against the task's
-                                   tests in the sandbox (`llm_rl.test_reports`), 1 if every test passes
+                                   tests in the sandbox (`lm_reward.test_reports`), 1 if every test passes
     trl_settings(config)           the course's `llm_rl.RLConfig` written as `trl.GRPOConfig` fields,
                                    one per knob, with TRL's own default beside each where it differs
     train_trl_grpo(...)            build the dataset of prompts, run `GRPOTrainer`, return its log
@@ -22,7 +22,8 @@ import tempfile
 from typing import Sequence
 
 from course_lib.core import rl
-from course_lib.lm.llm_rl import RLConfig, rollout_pool, test_reports
+from course_lib.lm.llm_rl import RLConfig
+from course_lib.lm.lm_reward import rollout_pool, test_reports
 from course_lib.lm.protocol import prompt_for
 
 # TRL's GRPOConfig fields that the course's RLConfig sets, and TRL's default for each (trl 1.16.0),
