@@ -30,7 +30,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, new_record, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -85,6 +85,39 @@ def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
     return result
 
 
+def record(name: str, args, variants: dict, results: dict, summary: dict) -> dict:
+    """The record (benchmarks/schema.py's format): the header, one row per run, and under the names the
+    chapters and Results pages read, the summary, each run's metrics per update and greedy result per task."""
+    from course_lib.gru.ppo_run import read_metrics
+
+    first = results[args.variants[0]][args.seeds[0]]
+    made = provenance(args.pretrained)
+    config = {k: v for k, v in base_config(args).items() if k != "pretrained"}
+    total_seconds = round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1)
+    data = new_record(f"benchmarks/{name}.py", config={"seeds": args.seeds, "variants": variants, **config},
+                      machine=made["machine"], device="cpu", seconds=total_seconds)
+    data["threads"] = config["threads"]  # each run's torch threads (args.jobs runs at a time)
+    data |= {
+        "runs": [{"variant": v, "seed": s, **gru_record_rates(results[v][s]),
+                  "run_seconds": results[v][s].get("run_seconds")}
+                 for v in args.variants for s in args.seeds],
+        # the names the chapters and the Results pages read
+        "seeds": args.seeds, "variants": variants, "base_config": config,
+        "pretrained": "notebooks/checkpoints/gru_pretrained.pt", "pretrained_sha256": made["pretrained_sha256"],
+        "summary": summary,
+        "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}
+                                 for m in read_metrics(args.out / v / f"seed{s}")] for s in args.seeds}
+                    for v in args.variants},
+        "per_task": {v: {str(s): {row["id"]: row["greedy_passed"] for row in results[v][s]["per_task"]}
+                         for s in args.seeds}
+                     for v in args.variants},
+        "pretrained_per_task": {row["id"]: row["greedy_passed"] for row in first["baseline"]["per_task"]},
+        "tasks": {row["id"]: {"split": row["split"], "novelty": row["novelty"]} for row in first["per_task"]},
+        "total_seconds": total_seconds,
+    }
+    return data
+
+
 def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10, episodes=64, eval_every=0) -> int:
     """Run every variant x seed (two at a time), summarise, write OUT/summary.json and the notebook's copy.
     Another ablation (e.g. explore_ablation.py) calls this with its own variants and defaults."""
@@ -99,8 +132,6 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
     parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / f"{name}.json")
     args = parser.parse_args()
-    from course_lib.gru.ppo_run import read_metrics
-
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores
         import multiprocessing
@@ -120,20 +151,7 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
         print(f"{v:10s} " + " ".join(f"{summary[v][k]['mean']:6.3f}±{summary[v][k]['std']:.3f}" for k in KEYS))
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
-    data = {
-        "script": f"benchmarks/{name}.py", "seeds": args.seeds, "variants": variants,
-        "base_config": {k: v for k, v in base_config(args).items() if k != "pretrained"},
-        "pretrained": "notebooks/checkpoints/gru_pretrained.pt", **provenance(args.pretrained), "summary": summary,
-        "metrics": {v: {str(s): [{k: m.get(k) for k in KEEP if k in m}
-                                 for m in read_metrics(args.out / v / f"seed{s}")] for s in args.seeds}
-                    for v in args.variants},
-        "per_task": {v: {str(s): {row["id"]: row["greedy_passed"] for row in results[v][s]["per_task"]}
-                         for s in args.seeds}
-                     for v in args.variants},
-        "pretrained_per_task": {row["id"]: row["greedy_passed"] for row in first["baseline"]["per_task"]},
-        "tasks": {row["id"]: {"split": row["split"], "novelty": row["novelty"]} for row in first["per_task"]},
-        "total_seconds": round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1),
-    }
+    data = record(name, args, variants, results, summary)
     write_json(args.out / "summary.json", {"summary": summary})
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
