@@ -309,22 +309,9 @@ def definitions(source: str, is_module=None) -> dict[str, str]:
     return {name: _fingerprint(text) for name, text in _units(source, is_module).items()}
 
 
-def _units(source: str, is_module=None) -> dict[str, str]:
-    """definitions' names -> the text they fingerprint."""
-    try:
-        tree = ast.parse(source)
-    except SyntaxError:
-        return {"<unparsable>": source}
-    aliases = set()  # local names of course_lib modules
-    for node in ast.walk(tree):
-        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_lib"):
-            aliases |= {a.asname or a.name for a in node.names
-                        if is_module is not None and is_module(f"{node.module}.{a.name}")}
-        elif isinstance(node, ast.Import):
-            aliases |= {a.asname for a in node.names if a.asname and a.name.startswith("course_lib")}
-    qualifier = re.compile(r"(?<![\w.])(?:course_lib\.(?:\w+\.)*"
-                           + "".join(f"|{re.escape(a)}\\." for a in sorted(aliases)) + r")(?=\w)")
-    lines = source.splitlines(keepends=True)
+def _left_out(tree: ast.Module, source: str, lines: list[str]) -> list[tuple[int, int, int, int]]:
+    """The spans a fingerprint leaves out: imports, docstrings and comments, as (line, col, end_line, end_col),
+    lines counted from 1, columns in UTF-8 bytes (as the AST counts them)."""
     cut = []  # (line, col, end_line, end_col) spans to leave out, lines counted from 1
     for node in ast.walk(tree):
         if isinstance(node, (ast.Import, ast.ImportFrom)):
@@ -342,6 +329,26 @@ def _units(source: str, is_module=None) -> dict[str, str]:
                             len(lines[end_row - 1][:end_col].encode())))
     except (tokenize.TokenError, SyntaxError):
         pass
+    return cut
+
+
+def _units(source: str, is_module=None) -> dict[str, str]:
+    """definitions' names -> the text they fingerprint."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return {"<unparsable>": source}
+    aliases = set()  # local names of course_lib modules
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and node.level == 0 and (node.module or "").startswith("course_lib"):
+            aliases |= {a.asname or a.name for a in node.names
+                        if is_module is not None and is_module(f"{node.module}.{a.name}")}
+        elif isinstance(node, ast.Import):
+            aliases |= {a.asname for a in node.names if a.asname and a.name.startswith("course_lib")}
+    qualifier = re.compile(r"(?<![\w.])(?:course_lib\.(?:\w+\.)*"
+                           + "".join(f"|{re.escape(a)}\\." for a in sorted(aliases)) + r")(?=\w)")
+    lines = source.splitlines(keepends=True)
+    cut = _left_out(tree, source, lines)
     # blank the cut spans out of a copy of the lines (offsets are in UTF-8 bytes for AST nodes)
     raw = [line.encode() for line in lines]
     for line, col, end_line, end_col in cut:

@@ -99,6 +99,47 @@ def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", hu
             for r in history]
 
 
+def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool) -> dict:
+    """The settings a record keeps, and a rerun must match to extend it."""
+    settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
+    if humaneval_train:
+        settings["rollout_pool"] = "course train + val, and HumanEval's 131 training problems"
+    if loop == "trl":
+        import trl
+
+        settings["loop"] = f"TRL {trl.__version__} GRPOTrainer (course_lib.lm.trl_grpo.train_trl_grpo)"
+    if humaneval:
+        settings["humaneval"] = "greedy pass@1 on HumanEval's 33 test problems (course_lib.tasks.load_humaneval('test'))"
+    return settings
+
+
+def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
+    """The start's evaluation from another record with the same model and evaluation settings, if there is one."""
+    if start_from is None or not start_from.exists():
+        return []
+    source = json.loads(start_from.read_text())
+    if not all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
+        return []
+    print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
+    return [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
+
+
+def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: bool, clock: float) -> None:
+    """Add the start's row to runs (the first seed's fresh adapter is the start), if runs has none, and its
+    HumanEval result if asked and missing. clock: when loading the model began."""
+    if not any(r["model"] == "start" for r in runs):
+        row = {"model": "start", "seed": seed, **measure(model, tokenizer, tasks, seed),
+               "seconds": round(time.perf_counter() - clock, 1)}
+        runs.append(row)
+        print(f"start: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
+              f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
+              f"({row['seconds']:.0f} s)", flush=True)
+    start_row = next(r for r in runs if r["model"] == "start")
+    if humaneval and "humaneval_test_greedy_pass@1" not in start_row:
+        start_row.update(measure_humaneval(model, tokenizer, seed))
+        print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
+
+
 def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
          humaneval: bool = False, loop: str = "course", humaneval_train: bool = False,
          rl_changes: dict | None = None) -> None:
@@ -110,11 +151,9 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     start_from: a record with the same model and evaluation settings whose start row is reused
     (the start's evaluation depends on neither the method nor the seed's training).
     humaneval: also greedy pass@1 on HumanEval's 33 test problems, for the start and every seed."""
-    import torch
     import transformers
 
     from course_lib.lm import lm_policy
-    from book_tools.reproduce import cpu_model
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
 
@@ -123,24 +162,11 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks = load_tasks()
     rl = {**RL, "method": method, **(rl_changes or {})}
-    settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
+    settings = run_settings(rl, loop=loop, humaneval=humaneval, humaneval_train=humaneval_train)
     label = method if loop == "course" else f"{loop}-{method}"
-    if humaneval_train:
-        settings["rollout_pool"] = "course train + val, and HumanEval's 131 training problems"
-    if loop == "trl":
-        import trl
-
-        settings["loop"] = f"TRL {trl.__version__} GRPOTrainer (course_lib.lm.trl_grpo.train_trl_grpo)"
-    if humaneval:
-        settings["humaneval"] = "greedy pass@1 on HumanEval's 33 test problems (course_lib.tasks.load_humaneval('test'))"
     old = json.loads(output.read_text()) if output.exists() else {}
     same = old and all(old.get(k) == v for k, v in settings.items())
-    runs = old["runs"] if same else []
-    if not runs and start_from is not None and start_from.exists():
-        source = json.loads(start_from.read_text())
-        if all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
-            runs = [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
-            print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
+    runs = (old["runs"] if same else []) or start_rows(start_from, settings)
     done = {r["seed"] for r in runs if r["model"] == label}
     elapsed = old.get("wall_seconds", 0.0) if same else 0.0
     if same:
@@ -153,17 +179,7 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
         start = time.perf_counter()
         model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
         parameters = sum(p.numel() for name, p in model.named_parameters() if "lora_" not in name)
-        if not any(r["model"] == "start" for r in runs):
-            row = {"model": "start", "seed": seed, **measure(model, tokenizer, tasks, seed),
-                   "seconds": round(time.perf_counter() - start, 1)}
-            runs.append(row)
-            print(f"start: greedy train {row['train_greedy_pass@1']:.3f} val {row['val_greedy_pass@1']:.3f} "
-                  f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
-                  f"({row['seconds']:.0f} s)", flush=True)
-        start_row = next(r for r in runs if r["model"] == "start")
-        if humaneval and "humaneval_test_greedy_pass@1" not in start_row:
-            start_row.update(measure_humaneval(model, tokenizer, seed))
-            print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
+        measure_start(runs, model, tokenizer, tasks, seed, humaneval=humaneval, clock=start)
         start = time.perf_counter()
         curve = train(model, tokenizer, tasks, rl, seed, loop=loop, humaneval_train=humaneval_train)
         train_seconds = time.perf_counter() - start
@@ -176,16 +192,26 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        done_seeds = sorted(r["seed"] for r in runs if r["model"] == label)
-        report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
-                  "seeds": done_seeds,
-                  "runs": runs, "wall_seconds": round(elapsed + time.perf_counter() - start_all, 1),
-                  "torch_threads": torch.get_num_threads(),
-                  "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
-                  "python": platform.python_version()}
-        write_json(output, report)
-        print(f"wrote {output.relative_to(REPO_ROOT)} (seeds {done_seeds}; {report['wall_seconds']:.0f} s of runs in all)",
-              flush=True)
+        save(output, settings, runs, label, parameters=parameters,
+             wall_seconds=round(elapsed + time.perf_counter() - start_all, 1))
+
+
+def save(output: Path, settings: dict, runs: list, label: str, *, parameters, wall_seconds: float) -> None:
+    """Write the record (the format it was first made in: benchmarks/schema.py lists it in LEGACY)."""
+    import torch
+
+    from book_tools.reproduce import cpu_model
+
+    done_seeds = sorted(r["seed"] for r in runs if r["model"] == label)
+    report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
+              "seeds": done_seeds,
+              "runs": runs, "wall_seconds": wall_seconds,
+              "torch_threads": torch.get_num_threads(),
+              "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
+              "python": platform.python_version()}
+    write_json(output, report)
+    print(f"wrote {output.relative_to(REPO_ROOT)} (seeds {done_seeds}; {report['wall_seconds']:.0f} s of runs in all)",
+          flush=True)
 
 
 if __name__ == "__main__":

@@ -25,25 +25,19 @@ shows this record and notebooks/data/variants_gpu/, recorded on one NVIDIA H100 
 from __future__ import annotations
 
 import argparse
+import os
 import random
+import shlex
+import sys
 import time
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import new_record, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
-def main(argv=None) -> int:
-    import torch
-
-    from course_lib.gru.models import GRUConfig, GRUPolicy, generate
-    from course_lib.corpus import Example, find_leaks, task_examples
-    from course_lib.gru.pretrain import evaluate_pass_rate, pretrain
-    from course_lib.tasks import load_tasks
-    from course_lib.tokenizers import course_tokenizer
-    from course_lib.gru.variants import all_variants, held_out_matches, safe_variants
-
+def parse(argv=None) -> argparse.Namespace:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--epochs", type=int, default=60)
     p.add_argument("--seed", type=int, default=0)
@@ -54,16 +48,17 @@ def main(argv=None) -> int:
     p.add_argument("--device", default="cpu", help="e.g. cuda: the same experiment with more compute")
     p.add_argument("--save", type=Path, help="also save the pretrained model as a course checkpoint here "
                                             "(a start for `python -m course_lib ppo --pretrained`)")
-    args = p.parse_args(argv)
-    settings = dict(epochs=args.epochs, seed=args.seed, lr=1e-2, batch_size=64, embed_dim=64,
-                    hidden_dim=args.hidden_dim, copies=args.copies, extra_constants=args.extra_constants,
-                    train_repeats=3, unseen_share=0.1, threads=2, device=args.device)
-    torch.set_num_threads(settings["threads"])
+    return p.parse_args(argv)
 
-    tokenizer, tasks = course_tokenizer(), load_tasks()
+
+def pretraining_data(args, settings: dict, tokenizer, tasks) -> dict:
+    """The variants written, those dropped (a held-out task's answer, a character outside the vocabulary), the
+    docstrings left unseen, and the examples pretraining uses: the train pairs and the seen variants."""
+    from course_lib.corpus import Example, find_leaks, task_examples
+    from course_lib.gru.variants import all_variants, held_out_matches, safe_variants
+
     options = dict(seed=args.seed, copies=args.copies, extra_constants=args.extra_constants)
     written = all_variants(**options)
-    dropped = held_out_matches(written, tasks)
     in_vocab = [v for v in written if set(v.prompt + v.solution) <= set(tokenizer.vocab[3:])]
     variants = safe_variants(tasks, vocab=tokenizer.vocab[3:], **options)
     # unseen variants: a tenth of the DOCSTRINGS, with every function written under them (a docstring
@@ -71,53 +66,95 @@ def main(argv=None) -> int:
     docstrings = sorted({v.doc for v in variants})
     random.Random(args.seed).shuffle(docstrings)
     unseen_docs = set(docstrings[:round(len(docstrings) * settings["unseen_share"])])
-    unseen = [v for v in variants if v.doc in unseen_docs]
     seen = [v for v in variants if v.doc not in unseen_docs]
     examples = (task_examples([t for t in tasks if t.split == "train"]) * settings["train_repeats"]
                 + [Example(v.prompt, v.solution, f"variant:{v.name}") for v in seen])
     assert not find_leaks(examples, tasks)
+    return dict(written=written, dropped=held_out_matches(written, tasks), in_vocab=in_vocab, docstrings=docstrings,
+                unseen_docs=unseen_docs, seen=seen, unseen=[v for v in variants if v.doc in unseen_docs],
+                examples=examples)
+
+
+def exact_rows(model, tokenizer, group) -> list[dict]:
+    """Each variant's greedy output, and whether it is the variant's body exactly."""
+    from course_lib.gru.models import generate
+
+    outputs = generate(model, tokenizer, [v.prompt for v in group], max_new_tokens=160, greedy=True)
+    return [{"prompt": v.prompt, "solution": v.solution, "output": o, "exact": o.strip() == v.solution.strip()}
+            for v, o in zip(group, outputs)]
+
+
+def counts_of(data: dict) -> dict:
+    return {"written": len(data["written"]), "dropped_as_held_out_answers": len(data["dropped"]),
+            "dropped_for_vocabulary": len(data["written"]) - len(data["in_vocab"]),
+            "docstrings": len(data["docstrings"]), "unseen_docstrings": len(data["unseen_docs"]),
+            "dropped_examples": {prompt.split('"""')[1]: ids for prompt, ids in list(data["dropped"].items())[:8]},
+            "seen": len(data["seen"]), "unseen": len(data["unseen"]),
+            "train_pairs": len(data["examples"]) - len(data["seen"]), "examples": len(data["examples"])}
+
+
+def machine(device: str) -> str:
+    import torch
+
+    from book_tools.reproduce import cpu_model
+
+    cpu = f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"
+    return f"{torch.cuda.get_device_name()}, {cpu}" if device.startswith("cuda") else cpu
+
+
+def main(argv=None) -> int:
+    import torch
+
+    from course_lib.gru.models import GRUConfig, GRUPolicy
+    from course_lib.gru.pretrain import evaluate_pass_rate, pretrain
+    from course_lib.tasks import load_tasks
+    from course_lib.tokenizers import course_tokenizer
+
+    args = parse(argv)
+    settings = dict(epochs=args.epochs, seed=args.seed, lr=1e-2, batch_size=64, embed_dim=64,
+                    hidden_dim=args.hidden_dim, copies=args.copies, extra_constants=args.extra_constants,
+                    train_repeats=3, unseen_share=0.1, threads=2, device=args.device)
+    torch.set_num_threads(settings["threads"])
+    tokenizer, tasks = course_tokenizer(), load_tasks()
+    data = pretraining_data(args, settings, tokenizer, tasks)
 
     torch.manual_seed(args.seed)
     model = GRUPolicy(GRUConfig(len(tokenizer), embed_dim=settings["embed_dim"],
                                 hidden_dim=settings["hidden_dim"])).to(args.device)
     start = time.perf_counter()
-    losses = pretrain(model, tokenizer, examples, epochs=args.epochs, lr=settings["lr"],
+    losses = pretrain(model, tokenizer, data["examples"], epochs=args.epochs, lr=settings["lr"],
                       batch_size=settings["batch_size"], seed=args.seed, progress=False)
     seconds = time.perf_counter() - start
-
-    def exact(group):
-        outputs = generate(model, tokenizer, [v.prompt for v in group], max_new_tokens=160, greedy=True)
-        return [{"prompt": v.prompt, "solution": v.solution, "output": o, "exact": o.strip() == v.solution.strip()}
-                for v, o in zip(group, outputs)]
-
-    seen_rows, unseen_rows = exact(seen), exact(unseen)
+    seen_rows, unseen_rows = exact_rows(model, tokenizer, data["seen"]), exact_rows(model, tokenizer, data["unseen"])
     results = {split: evaluate_pass_rate(model, tokenizer, [t for t in tasks if t.split == split], greedy=True)
                for split in ("train", "val", "test")}
-    summary = {
-        "settings": settings,
-        "counts": {"written": len(written), "dropped_as_held_out_answers": len(dropped),
-                   "dropped_for_vocabulary": len(written) - len(in_vocab), "docstrings": len(docstrings),
-                   "unseen_docstrings": len(unseen_docs),
-                   "dropped_examples": {prompt.split('"""')[1]: ids for prompt, ids in list(dropped.items())[:8]},
-                   "seen": len(seen), "unseen": len(unseen), "train_pairs": len(examples) - len(seen),
-                   "examples": len(examples)},
+    exact = {"seen": round(sum(r["exact"] for r in seen_rows) / len(seen_rows), 4),
+             "unseen": round(sum(r["exact"] for r in unseen_rows) / len(unseen_rows), 4)}
+    pass_rate = {split: r[f"{split}_greedy_pass@1"] for split, r in results.items()}  # the record's name
+    record = new_record("benchmarks/variants_pretraining.py", config=settings, machine=machine(args.device),
+                        device=args.device, seconds=time.perf_counter() - start)
+    record["command"] = shlex.join(["python", "benchmarks/variants_pretraining.py",
+                                    *(sys.argv[1:] if argv is None else argv)])
+    record |= {
+        "runs": [{"seed": args.seed, "exact_seen": exact["seen"], "exact_unseen": exact["unseen"],
+                  **{f"{split}_greedy_pass@1": rate for split, rate in pass_rate.items()}}],
+        "summary": {"exact": exact, "pass_rate": pass_rate},
+        # the names chapter 4's Results page reads
+        "settings": settings, "counts": counts_of(data),
         "pretrain_seconds": round(seconds, 1), "updates": len(losses),
-        "final_loss": round(sum(losses[-20:]) / 20, 4),
-        "exact": {"seen": round(sum(r["exact"] for r in seen_rows) / len(seen_rows), 4),
-                  "unseen": round(sum(r["exact"] for r in unseen_rows) / len(unseen_rows), 4)},
-        "pass_rate": {split: r[f"{split}_greedy_pass@1"] for split, r in results.items()},  # the record's name
+        "final_loss": round(sum(losses[-20:]) / 20, 4), "exact": exact, "pass_rate": pass_rate,
         "passed": {split: sorted(row["id"] for row in r["per_task"] if row["greedy_passed"])
                    for split, r in results.items() if split != "train"},
         "unseen_outputs": unseen_rows,
         "val_outputs": {row["id"]: row["greedy_completion"] for row in results["val"]["per_task"]},
     }
-    write_json(args.out, summary)
+    write_json(args.out, record)
     if args.save:
         from course_lib.gru.checkpoints import save_checkpoint
         save_checkpoint(args.save, model, tokenizer, extra={"regime": "variants", "benchmark": settings})
-    print(f"{len(examples)} examples ({len(seen)} variants), {len(losses)} updates in {seconds:.0f} s, "
-          f"loss {summary['final_loss']}; exact seen {summary['exact']['seen']:.2f}, "
-          f"unseen {summary['exact']['unseen']:.2f}; pass {summary['pass_rate']} -> {args.out}")
+    print(f"{len(data['examples'])} examples ({len(data['seen'])} variants), {len(losses)} updates in {seconds:.0f} s, "
+          f"loss {record['final_loss']}; exact seen {exact['seen']:.2f}, unseen {exact['unseen']:.2f}; "
+          f"pass {pass_rate} -> {args.out}")
     return 0
 
 

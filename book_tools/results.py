@@ -500,12 +500,11 @@ _COUNT_HEADER = ["variants written", "dropped: pass a held-out task", "dropped: 
                  "train pairs (46 x 3)"]
 
 
-def variants_cpu_section() -> str:
-    record = _read(_VARIANTS_CPU)
-    if record is None:
-        return ""
-    s, counts, exact, rate = record["settings"], record["counts"], record["exact"], record["pass_rate"]
+def _variant_misses(record: dict) -> tuple[list, list, list]:
+    """The unseen variants written wrong, those of them that are the right code with other digits, and a table
+    of the first six of each kind."""
     misses = [r for r in record["unseen_outputs"] if not r["exact"]]
+
     def shape(code: str) -> str:  # the code with every digit blanked out
         return re.sub(r"[0-9]", "#", code)
     number_only = [r for r in misses if shape(r["output"]) == shape(r["solution"])]
@@ -514,6 +513,15 @@ def variants_cpu_section() -> str:
                  for r in number_only[:6]]
                 + [["another kind", _docstring(r["prompt"]), _program(r["solution"]), _program(r["output"])]
                    for r in others[:6]])
+    return misses, number_only, examples
+
+
+def variants_cpu_section() -> str:
+    record = _read(_VARIANTS_CPU)
+    if record is None:
+        return ""
+    s, counts, exact, rate = record["settings"], record["counts"], record["exact"], record["pass_rate"]
+    misses, number_only, examples = _variant_misses(record)
     from course_lib.tasks import load_tasks
     used = {c for t in load_tasks() if t.split == "train" for c in t.solution}
     missing = ", ".join(d for d in "0123456789" if d not in used)
@@ -831,6 +839,24 @@ def _length_change(values: list[float], baseline: list[float]) -> list:
     return [change.replace(".000 ±", " ±"), interval, per_seed, words.get(verdict, verdict)]
 
 
+def _tiny_sweep_tables(seeds: list, values, sampled: str) -> tuple[str, str]:
+    """The GRPO settings' means, and their differences paired by seed (values(method, key): one per seed)."""
+    sweep = _table(["GRPO setting", "seeds", f"train: {sampled} (mean ± SE)", "avg length (tokens, mean ± SE)"],
+                   [[label, len(seeds), _pm(values(m, "train_pass_rate")),
+                     _pm(values(m, "avg_gen_len"), 1)]
+                    for m, label in _TINY_SWEEP.items()])
+    pairs = [("GRPO, lr 1e-3 − start", "grpo", "sft"), ("GRPO, lr 3e-3 − start", "grpo-lr3e-3", "sft"),
+             ("floor − no floor, both at lr 3e-3", "grpo-lr3e-3-min-std", "grpo-lr3e-3"),
+             ("GRPO, lr 3e-3 with the floor − start", "grpo-lr3e-3-min-std", "sft")]
+    paired = _table(["difference, paired by seed", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval",
+                     "per seed", "verdict"],
+                    [[label, f"train: {sampled}"] + _paired(values(a, "train_pass_rate"), values(b, "train_pass_rate"))
+                     for label, a, b in pairs]
+                    + [[label, "avg length (tokens)"] + _length_change(values(a, "avg_gen_len"), values(b, "avg_gen_len"))
+                       for label, a, b in pairs])
+    return sweep, paired
+
+
 def tiny_coder_section() -> str:
     record = _read(_TINY)
     if record is None:
@@ -856,19 +882,7 @@ def tiny_coder_section() -> str:
                      [[label, ROLES[s], sampled] + _paired(values(m, f"{s}_pass_rate"), values("sft", f"{s}_pass_rate"))
                       for m, label in list(_TINY_METHODS.items())[1:] for s in splits])
     variants = record["variants"]
-    sweep = _table(["GRPO setting", "seeds", f"train: {sampled} (mean ± SE)", "avg length (tokens, mean ± SE)"],
-                   [[label, len(seeds), _pm(values(m, "train_pass_rate")),
-                     _pm(values(m, "avg_gen_len"), 1)]
-                    for m, label in _TINY_SWEEP.items()])
-    pairs = [("GRPO, lr 1e-3 − start", "grpo", "sft"), ("GRPO, lr 3e-3 − start", "grpo-lr3e-3", "sft"),
-             ("floor − no floor, both at lr 3e-3", "grpo-lr3e-3-min-std", "grpo-lr3e-3"),
-             ("GRPO, lr 3e-3 with the floor − start", "grpo-lr3e-3-min-std", "sft")]
-    paired = _table(["difference, paired by seed", "measure", f"change ± SE ({len(seeds)} seeds)", "t-interval",
-                     "per seed", "verdict"],
-                    [[label, f"train: {sampled}"] + _paired(values(a, "train_pass_rate"), values(b, "train_pass_rate"))
-                     for label, a, b in pairs]
-                    + [[label, "avg length (tokens)"] + _length_change(values(a, "avg_gen_len"), values(b, "avg_gen_len"))
-                       for label, a, b in pairs])
+    sweep, paired = _tiny_sweep_tables(seeds, values, sampled)
     grpo = [row for r in record["runs"] if r["method"] == "grpo" for row in r["curve"]]
     groups = len(grpo) * record["methods"]["grpo"]["prompts_per_step"]
     no_pass = groups - sum(row["groups_with_a_pass"] for row in grpo)
