@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, gru_record_row, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, gru_record_row, new_record, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -74,6 +74,32 @@ def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrai
     return result
 
 
+def record(args, results: dict, summary: dict, seconds: float) -> dict:
+    """The record (benchmarks/schema.py's format): the header, one row per run, and under the names chapter 7
+    and its Results page read, the summary, each run's metrics per update and greedy result per task."""
+    from course_lib.gru.ppo_run import read_metrics
+
+    made = provenance(args.pretrained)
+    config = {"variants": {v: VARIANTS[v] for v in args.variants}, "seeds": args.seeds, "updates": args.updates,
+              **SETTINGS}
+    data = new_record("benchmarks/reward_ablation.py", config=config, machine=made["machine"], device="cpu",
+                      seconds=seconds)
+    data["threads"] = SETTINGS["threads"]
+    return data | {
+        "runs": [{"variant": v, "seed": r["seed"], **gru_record_rates(r), "seconds": r["seconds"]}
+                 for v, rows in results.items() for r in rows],
+        "variants": config["variants"], "seeds": args.seeds, "updates": args.updates,
+        "settings": SETTINGS, "pretrained": str(args.pretrained.relative_to(ROOT)),
+        "pretrained_sha256": made["pretrained_sha256"], "summary": summary,
+        "metrics": {v: {str(s): [{k: m.get(k) for k in CURVE_KEYS}
+                                 for m in read_metrics(args.out / slug(v) / f"seed{s}")] for s in args.seeds}
+                    for v in args.variants},
+        "per_task": {v: {str(r["seed"]): [{k: gru_record_row(row)[k] for k in ("id", "split", "passed", "fraction",
+                                                                                "completion")}
+                                          for row in r["per_task"]] for r in rows} for v, rows in results.items()},
+    }
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
@@ -92,7 +118,6 @@ def main() -> int:
     from course_lib.gru.env import action_alphabet
     from course_lib.tasks import load_tasks
     from course_lib.gru.pretrain import evaluate_policy
-    from course_lib.gru.ppo_run import read_metrics
 
     torch.set_num_threads(1)
     started = time.perf_counter()
@@ -111,18 +136,7 @@ def main() -> int:
     print(f"\n{len(args.variants)} variants x {len(args.seeds)} seeds in {seconds:.0f} s "
           f"(load average {os.getloadavg()[0]:.2f})")
 
-    data = {
-        "variants": {v: VARIANTS[v] for v in args.variants}, "seeds": args.seeds, "updates": args.updates,
-        "settings": SETTINGS, "pretrained": str(args.pretrained.relative_to(ROOT)),
-        **provenance(args.pretrained), "summary": summary,
-        "metrics": {v: {str(s): [{k: m.get(k) for k in CURVE_KEYS}
-                                 for m in read_metrics(args.out / slug(v) / f"seed{s}")] for s in args.seeds}
-                    for v in args.variants},
-        "per_task": {v: {str(r["seed"]): [{k: gru_record_row(row)[k] for k in ("id", "split", "passed", "fraction",
-                                                                                "completion")}
-                                          for row in r["per_task"]] for r in rows} for v, rows in results.items()},
-        "seconds": round(seconds, 1),
-    }
+    data = record(args, results, summary, seconds)
     write_json(args.notebook_data, data)
     print(f"wrote {args.notebook_data}")
     return 0

@@ -87,11 +87,19 @@ def sampled_humaneval(model, tokenizer, seed: int, n_samples: int) -> dict:
             "samples_passed": {r["id"]: r["c"] for r in result["per_task"] if r["c"]}}
 
 
+def problem_changes(start_answers: dict, answers: dict) -> dict:
+    """The problems the trained model passes, those it gained and lost against the start, and both answers of each
+    problem that changed."""
+    changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
+    return {"passed": sorted(i for i in answers if answers[i]["passed"]),
+            "gained": [i for i in changed if answers[i]["passed"]],
+            "lost": [i for i in changed if not answers[i]["passed"]],
+            "answers": {i: {"start": start_answers[i], "trained": answers[i]} for i in changed}}
+
+
 def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
-    import torch
     import transformers
 
-    from book_tools.reproduce import cpu_model
     from course_lib.lm import lm_policy
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
@@ -131,12 +139,8 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
         if differences:  # measured all the same, and kept with what differs, for the chapter to show
             print(f"seed {seed} did NOT reproduce {record_path.relative_to(REPO_ROOT)}: "
                   + "; ".join(map(describe, differences)), flush=True)
-        changed = sorted(i for i in answers if answers[i]["passed"] != start_answers[i]["passed"])
         row = {"seed": seed, "differences_from_record": differences, "curve_float_deviation": deviation,
-               "passed": sorted(i for i in answers if answers[i]["passed"]),
-               "gained": [i for i in changed if answers[i]["passed"]],
-               "lost": [i for i in changed if not answers[i]["passed"]],
-               "answers": {i: {"start": start_answers[i], "trained": answers[i]} for i in changed}}
+               **problem_changes(start_answers, answers)}
         if n_samples:
             row.update(sampled_humaneval(model, tokenizer, seed, n_samples))
         row["seconds"] = round(time.perf_counter() - t0, 1)
@@ -145,19 +149,31 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
         print(f"seed {seed}: {'reproduced the record' if not differences else 'NOT the record'}; "
               f"gained {row['gained']}, lost {row['lost']}{sampled} "
               f"({row['seconds']:.0f} s)", flush=True)
-        with locked(output):  # another process may be writing another seed's row
-            old = json.loads(output.read_text()) if output.exists() else {}
-            runs = {r["seed"]: r for r in old.get("runs", [])}
-            runs[seed] = row
-            write_json(output, {
-                "script": "benchmarks/smollm2_humaneval_problems.py", "protocol": protocol,
-                "record": str(record_path.relative_to(REPO_ROOT)),
-                "model": MODEL, "rl": record["rl"], "greedy": GREEDY, "lora": LORA,
-                **({"sampled": {**SAMPLED, "n_samples": n_samples}} if n_samples else {}),
-                "start_passed": sorted(i for i in start_answers if start_answers[i]["passed"]),
-                "runs": [runs[s] for s in sorted(runs)], "torch_threads": torch.get_num_threads(),
-                "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
+        save_row(output, row, protocol=protocol, record_path=record_path, rl=record["rl"], n_samples=n_samples,
+                 start_answers=start_answers)
         del model
+
+
+def save_row(output: Path, row: dict, *, protocol: str, record_path: Path, rl: dict, n_samples: int,
+             start_answers: dict) -> None:
+    """Add (or replace) one seed's row in the output record, under a lock: another process may be writing
+    another seed's row."""
+    import torch
+
+    from book_tools.reproduce import cpu_model
+
+    with locked(output):
+        old = json.loads(output.read_text()) if output.exists() else {}
+        runs = {r["seed"]: r for r in old.get("runs", [])}
+        runs[row["seed"]] = row
+        write_json(output, {
+            "script": "benchmarks/smollm2_humaneval_problems.py", "protocol": protocol,
+            "record": str(record_path.relative_to(REPO_ROOT)),
+            "model": MODEL, "rl": rl, "greedy": GREEDY, "lora": LORA,
+            **({"sampled": {**SAMPLED, "n_samples": n_samples}} if n_samples else {}),
+            "start_passed": sorted(i for i in start_answers if start_answers[i]["passed"]),
+            "runs": [runs[s] for s in sorted(runs)], "torch_threads": torch.get_num_threads(),
+            "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
 
 
 if __name__ == "__main__":
