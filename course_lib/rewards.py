@@ -193,7 +193,8 @@ def syntax_bonus(task, completion: str, report: TestReport) -> float:
 @register_term("length")
 def length_penalty(task, completion: str, report: TestReport) -> float:
     """Minus the completion's length in characters (= tokens for the character tokenizer).
-    With weight alpha it is the DeepSeek-Coder LoRA-RL report's `- alpha * length`."""
+    With weight alpha it is `- alpha * characters`; the DeepSeek-Coder LoRA-RL report's
+    `- alpha * tokens / 100` is this term at weight alpha / 100 (or the `tokens` term at weight alpha)."""
     return 0.0 - len(completion)
 
 
