@@ -121,7 +121,8 @@ def teacher_rollout(model, tokenizer, tasks_by_id, programs: list[TeacherProgram
     """Teacher programs as a Rollout the PPO learner can read, like one it sampled.
 
     logprobs: the CURRENT policy's log-probability of each teacher token (same mask, same
-    temperature as sampling), so the ratio starts at 1 and clipping bounds each update.
+    temperature as sampling), so the ratio starts at 1 and each teacher token is clipped like a
+    sampled one.
     values: the critic's, as for sampled rows. rewards: the program's reward on its last token.
     """
     tasks = [tasks_by_id[p.task_id] for p in programs]
