@@ -83,8 +83,7 @@ def measure(model, tokenizer, tasks, humaneval_test, seed: int, greedy_opts=GREE
     return out
 
 
-def main() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: it reads it then
+def parse() -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_long.json")
     parser.add_argument("--adapter-dir", type=Path, default=None, help="where the trained LoRA adapter is saved")
@@ -100,7 +99,59 @@ def main() -> None:
                         help="skip the start's evaluation on all 164 HumanEval problems (it does not change with --seed "
                              "when greedy)")
     parser.add_argument("--quick", action="store_true", help="a smoke test: 2 tasks per set, 2 short steps")
-    args = parser.parse_args()
+    return parser.parse_args()
+
+
+def settings(args) -> tuple[dict, dict, dict]:
+    """The RL, greedy and sampled settings of this run (--quick: a smoke test's small ones)."""
+    rl, greedy, sampled = dict(RL_LONG, steps=args.steps), dict(GREEDY), dict(SAMPLED)
+    if args.micro_batch_size is not None:
+        rl["micro_batch_size"] = args.micro_batch_size
+    if args.quick:
+        rl.update(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16)
+        greedy["max_new_tokens"] = sampled["max_new_tokens"] = 16
+        sampled["n_samples"] = 2
+    return rl, greedy, sampled
+
+
+def train_until(trainer, seconds: float, record: dict, write) -> list[dict]:
+    """Step the trainer until its config's steps are done or `seconds` of training have passed; the curve so
+    far goes into the record (as partial_curve, written every RL_STEPS_BETWEEN_WRITES steps)."""
+    start = time.perf_counter()
+    curve = []
+    while len(trainer.history) < trainer.config.steps and time.perf_counter() - start < seconds:
+        r = trainer.step()
+        curve.append({k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
+                                        "clip_frac", "seconds") if k in r})
+        print(f"step {r['step']}: reward {r['reward']:.3f} pass {r['pass_rate']:.3f} len {r['avg_len']:.0f} "
+              f"groups with a pass {r.get('groups_with_a_pass')} ({r['seconds']:.1f} s)", flush=True)
+        if len(curve) % RL_STEPS_BETWEEN_WRITES == 0:
+            record["partial_curve"] = curve
+            write(f"{len(curve)} steps")
+    return curve
+
+
+def header(args, model, rl: dict, greedy: dict, sampled: dict, device) -> dict:
+    """The record's settings and provenance (the format it was first made in: benchmarks/schema.py lists it in
+    LEGACY), with no rows yet."""
+    import torch
+    import transformers
+
+    from course_lib.sandbox import isolation_level
+
+    return {"script": "benchmarks/smollm2_gpu_long.py", "model": args.model,
+            "parameters": sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n),
+            "rl": rl, "greedy": greedy, "sampled": sampled, "lora": LORA, "seed": args.seed,
+            "rollout_pool": "course train + val, and HumanEval's 131 training problems",
+            "train_seconds_budget": args.train_seconds,
+            "device": str(device), "machine": machine(device), "torch": torch.__version__,
+            "transformers": transformers.__version__, "python": platform.python_version(),
+            "sandbox_isolation": isolation_level(), "quick": args.quick, "runs": []}
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: it reads it then
+    args = parse()
 
     import torch
     import transformers
@@ -114,29 +165,17 @@ def main() -> None:
     wall = time.perf_counter()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks, he_test, he_all = load_tasks(), load_humaneval("test"), load_humaneval()
-    rl, greedy, sampled = dict(RL_LONG, steps=args.steps), dict(GREEDY), dict(SAMPLED)
-    if args.micro_batch_size is not None:
-        rl["micro_batch_size"] = args.micro_batch_size
+    rl, greedy, sampled = settings(args)
     if args.quick:
         tasks = [t for s in ("train", "val", "test") for t in [t for t in tasks if t.split == s][:2]]
         he_test, he_all = he_test[:2], he_all[:3]
-        rl.update(steps=2, prompts_per_step=2, group_size=2, max_new_tokens=16)
-        greedy["max_new_tokens"] = sampled["max_new_tokens"] = 16
-        sampled["n_samples"] = 2
     start = time.perf_counter()
     # fresh LoRA: the start; float32 on every device, as in the CPU records (up to the kernels' rounding)
     model, tokenizer = lm_policy.load_policy(args.model, args.device, seed=args.seed, dtype=torch.float32, **LORA)
     device = next(model.parameters()).device
     load_seconds = time.perf_counter() - start
     print(f"{args.model} on {device} in {load_seconds:.1f} s; sandbox isolation: {isolation_level()}", flush=True)
-    record = {"script": "benchmarks/smollm2_gpu_long.py", "model": args.model,
-              "parameters": sum(p.numel() for n, p in model.named_parameters() if "lora_" not in n),
-              "rl": rl, "greedy": greedy, "sampled": sampled, "lora": LORA, "seed": args.seed,
-              "rollout_pool": "course train + val, and HumanEval's 131 training problems",
-              "train_seconds_budget": args.train_seconds,
-              "device": str(device), "machine": machine(device), "torch": torch.__version__,
-              "transformers": transformers.__version__, "python": platform.python_version(),
-              "sandbox_isolation": isolation_level(), "quick": args.quick, "runs": []}
+    record = header(args, model, rl, greedy, sampled, device)
 
     def write(note: str) -> None:
         record["wall_seconds"] = round(time.perf_counter() - wall, 1)
@@ -155,16 +194,7 @@ def main() -> None:
     config = RLConfig(**rl, seed=args.seed)
     trainer = LMTrainer(model, tokenizer, rollout_tasks(tasks, humaneval_train=True), config)
     start = time.perf_counter()
-    curve = []
-    while len(trainer.history) < config.steps and time.perf_counter() - start < args.train_seconds:
-        r = trainer.step()
-        curve.append({k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
-                                        "clip_frac", "seconds") if k in r})
-        print(f"step {r['step']}: reward {r['reward']:.3f} pass {r['pass_rate']:.3f} len {r['avg_len']:.0f} "
-              f"groups with a pass {r.get('groups_with_a_pass')} ({r['seconds']:.1f} s)", flush=True)
-        if len(curve) % RL_STEPS_BETWEEN_WRITES == 0:
-            record["partial_curve"] = curve
-            write(f"{len(curve)} steps")
+    curve = train_until(trainer, args.train_seconds, record, write)
     train_seconds = time.perf_counter() - start
     record.pop("partial_curve", None)
     if args.adapter_dir is not None:
