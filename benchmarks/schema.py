@@ -189,10 +189,6 @@ LEGACY = {
     "notebooks/data/gru_methods.json": f"{_GRU_STUDY}. Remake: python benchmarks/gru_methods.py",
     "notebooks/data/lambda_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/lambda_ablation.py",
     "notebooks/data/teacher_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/teacher_ablation.py",
-    "notebooks/data/reward_ablation.json":
-        f"{_NO_REVISION}; no script field (benchmarks/reward_ablation.py writes machine and pretrained_sha256 but "
-        "not its own name); no device or threads; settings as settings, rows as metrics/per_task (no runs list). "
-        "Remake: python benchmarks/reward_ablation.py",
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary. "
         "Remake: python benchmarks/ppo_benchmark.py",
