@@ -186,18 +186,13 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
 LEGACY = {
     # chapters 4-8: the GRU
     "notebooks/data/explore_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/explore_ablation.py",
-    "notebooks/data/gru_methods.json": f"{_GRU_STUDY}. Remake: python benchmarks/gru_methods.py",
     "notebooks/data/lambda_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/lambda_ablation.py",
-    "notebooks/data/teacher_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/teacher_ablation.py",
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary. "
         "Remake: python benchmarks/ppo_benchmark.py",
     "notebooks/data/ppo_from_copying_start.json":
         f"no header at all, {_NO_REVISION}: only seeds and runs (a dict by seed, each with its wall_seconds), no "
         "summary. Remake: python benchmarks/ppo_from_copying_start.py",
-    "notebooks/data/variants_pretraining.json":
-        f"no header at all, {_NO_REVISION}, no script, machine or device: settings, counts and results, wall time as "
-        "pretrain_seconds. Remake: python benchmarks/variants_pretraining.py",
     "notebooks/data/variants_gpu/same_data_seed0.json":
         f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 240 "
         "--out notebooks/data/variants_gpu/same_data_seed0.json",
