@@ -8,6 +8,7 @@ import json
 import os
 import statistics
 from pathlib import Path
+from typing import Sequence
 
 if __package__:  # imported as benchmarks._common
     from .schema import HEADER_FIELDS, SCHEMA_VERSION
@@ -69,14 +70,17 @@ def provenance(pretrained) -> dict:
             f"{os.cpu_count()} cores"}
 
 
-def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float) -> dict:
+def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
+               threads: int | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what
     made it (script, command, code revision, library versions), with which settings, on what, when and in
-    how long. The caller adds the rows (runs) and the summary; schema.validate checks the whole record."""
-    import platform
-    import subprocess
-    import sys
+    how long. The caller adds the rows (runs) and the summary; schema.validate checks the whole record.
+    args: the script's command-line arguments, part of the command that remakes the record. threads: each
+    run's torch threads where the runs did not use this process's (runs in worker processes, one thread each)."""
     import datetime
+    import platform
+    import shlex
+    import subprocess
 
     import torch
 
@@ -94,11 +98,11 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
             versions[name] = __import__(name).__version__
         except ImportError:
             pass
-    record = {"schema_version": SCHEMA_VERSION, "script": script, "command": " ".join(["python", script]),
+    record = {"schema_version": SCHEMA_VERSION, "script": script, "command": shlex.join(["python", script, *args]),
               "code_revision": git("rev-parse", "HEAD"), "uncommitted_changes": bool(git("status", "--porcelain",
                                                                                          "course_lib")),
               "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
-              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(),
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads() if threads is None else threads,
               "versions": versions, "config": config, "seconds": round(seconds, 1)}
     if tuple(record) != HEADER_FIELDS:
         raise AssertionError(f"new_record writes {tuple(record)}, benchmarks/schema.py says {HEADER_FIELDS}")

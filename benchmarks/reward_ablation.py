@@ -83,8 +83,7 @@ def record(args, results: dict, summary: dict, seconds: float) -> dict:
     config = {"variants": {v: VARIANTS[v] for v in args.variants}, "seeds": args.seeds, "updates": args.updates,
               **SETTINGS}
     data = new_record("benchmarks/reward_ablation.py", config=config, machine=made["machine"], device="cpu",
-                      seconds=seconds)
-    data["threads"] = SETTINGS["threads"]
+                      seconds=seconds, threads=SETTINGS["threads"])
     return data | {
         "runs": [{"variant": v, "seed": r["seed"], **gru_record_rates(r), "seconds": r["seconds"]}
                  for v, rows in results.items() for r in rows],

@@ -554,7 +554,21 @@ _ONE_LEARNER = {  # one builder of the learner's LMActor: reviewed on 2026-11-27
 _ONE_LEARNER_REASON = (
     "rollout and LMTrainer build their LMActor through llm_rl.learner, with the arguments each passed to LMActor "
     "itself before (temperature, value head, score_tokens, learner_dtype)")
+_HEADER_ARGS_REASON = ("new_record (benchmarks/_common.py) now takes the runs' threads and the script's arguments, which "
+                       "the script set on the header after new_record before: the same fields with the same values")
 STILL_VALID: dict[str, dict] = {
+    "notebooks/data/teacher_ablation.json": {
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",
+        "reviewed": {"benchmarks/teacher_ablation.py::record": "51304d5717f5"},
+    },
+    "notebooks/data/reward_ablation.json": {
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",
+        "reviewed": {"benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
+    },
+    "notebooks/data/variants_pretraining.json": {
+        "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with)",
+        "reviewed": {"benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
+    },
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
                   "float32 fast engine this record sampled with (engine auto on a CPU) runs the same code, "

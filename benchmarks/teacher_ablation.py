@@ -95,8 +95,8 @@ def record(name: str, args, variants: dict, results: dict, summary: dict) -> dic
     config = {k: v for k, v in base_config(args).items() if k != "pretrained"}
     total_seconds = round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1)
     data = new_record(f"benchmarks/{name}.py", config={"seeds": args.seeds, "variants": variants, **config},
-                      machine=made["machine"], device="cpu", seconds=total_seconds)
-    data["threads"] = config["threads"]  # each run's torch threads (args.jobs runs at a time)
+                      machine=made["machine"], device="cpu", seconds=total_seconds,
+                      threads=config["threads"])  # each run's (args.jobs runs at a time)
     data |= {
         "runs": [{"variant": v, "seed": s, **gru_record_rates(results[v][s]),
                   "run_seconds": results[v][s].get("run_seconds")}

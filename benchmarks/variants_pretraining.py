@@ -27,7 +27,6 @@ from __future__ import annotations
 import argparse
 import os
 import random
-import shlex
 import sys
 import time
 from pathlib import Path
@@ -132,9 +131,8 @@ def main(argv=None) -> int:
              "unseen": round(sum(r["exact"] for r in unseen_rows) / len(unseen_rows), 4)}
     pass_rate = {split: r[f"{split}_greedy_pass@1"] for split, r in results.items()}  # the record's name
     record = new_record("benchmarks/variants_pretraining.py", config=settings, machine=machine(args.device),
-                        device=args.device, seconds=time.perf_counter() - start)
-    record["command"] = shlex.join(["python", "benchmarks/variants_pretraining.py",
-                                    *(sys.argv[1:] if argv is None else argv)])
+                        device=args.device, seconds=time.perf_counter() - start,
+                        args=sys.argv[1:] if argv is None else argv)
     record |= {
         "runs": [{"seed": args.seed, "exact_seen": exact["seen"], "exact_unseen": exact["unseen"],
                   **{f"{split}_greedy_pass@1": rate for split, rate in pass_rate.items()}}],
