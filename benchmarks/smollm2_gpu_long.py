@@ -95,6 +95,9 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--micro-batch-size", type=int, default=None,
                         help="rows scored and back-propagated at once in the update: the same update in less GPU "
                              "memory (RLConfig.micro_batch_size) [all at once]")
+    parser.add_argument("--engine", default="auto",
+                        help="what samples the rollouts (RLConfig.engine): hf, fast, fast-bf16, or auto (on a GPU: hf) "
+                             "[auto]; evaluation keeps its own engines (greedy: hf)")
     parser.add_argument("--no-humaneval164", action="store_true",
                         help="skip the start's evaluation on all 164 HumanEval problems (it does not change with --seed "
                              "when greedy)")
@@ -104,7 +107,7 @@ def parse() -> argparse.Namespace:
 
 def settings(args) -> tuple[dict, dict, dict]:
     """The RL, greedy and sampled settings of this run (--quick: a smoke test's small ones)."""
-    rl, greedy, sampled = dict(RL_LONG, steps=args.steps), dict(GREEDY), dict(SAMPLED)
+    rl, greedy, sampled = dict(RL_LONG, steps=args.steps, engine=args.engine), dict(GREEDY), dict(SAMPLED)
     if args.micro_batch_size is not None:
         rl["micro_batch_size"] = args.micro_batch_size
     if args.quick:

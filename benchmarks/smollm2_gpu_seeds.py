@@ -52,7 +52,7 @@ MEASURES = {
 
 
 def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, threads: int,
-              micro_batch_size: int, quick: bool = False) -> None:
+              micro_batch_size: int, quick: bool = False, engine: str = "auto") -> None:
     """Convert the model once (the processes would race to write its cache), then one process a seed."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT))
@@ -66,7 +66,7 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
     for seed in seeds:
         cmd = [sys.executable, str(SCRIPT), "--seed", str(seed), "--steps", str(steps),
                "--train-seconds", str(train_seconds), "--no-humaneval164",
-               "--micro-batch-size", str(micro_batch_size), *(["--quick"] if quick else []),
+               "--micro-batch-size", str(micro_batch_size), "--engine", engine, *(["--quick"] if quick else []),
                "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
         log = open(work / f"seed{seed}.log", "w")
         procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
@@ -129,6 +129,8 @@ def main() -> None:
                    help="each update in chunks of this many rows: the same update in less GPU memory, so that "
                         "three seeds fit on one GPU (with 16, three seeds took 38,584 MiB of an H200 together; 16 x 8 "
                         "rows at once did not fit in an H100's 80 GB) [16]")
+    p.add_argument("--engine", default="auto", help="what samples each seed's rollouts (smollm2_gpu_long.py --engine) "
+                                                    "[auto: hf on a GPU]")
     p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
     args = p.parse_args()
@@ -137,7 +139,7 @@ def main() -> None:
     start = time.perf_counter()
     if args.work is not None:
         run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.micro_batch_size,
-                  args.quick)
+                  args.quick, args.engine)
     sys.path.insert(0, str(REPO_ROOT))
     record = merge(args.work or args.merge, args.output)
     for name, c in record["changes"].items():

@@ -109,6 +109,7 @@ class Snapshot:
             raise ValueError(f"unknown precision {precision!r}; choose one of {PRECISIONS}")
         embed, layers, norm, lm_head, rotary, config = _llama_parts(model)
         self.config, self.rotary, self.precision = config, rotary, precision
+        self.device = embed.weight.device  # the engine runs where the policy is (a CPU or a GPU)
         self.n_heads = config.num_attention_heads
         self.n_kv = getattr(config, "num_key_value_heads", None) or self.n_heads
         self.head_dim = getattr(config, "head_dim", None) or config.hidden_size // self.n_heads
@@ -148,10 +149,10 @@ class _Batch:
 
     def __init__(self, snap: Snapshot, input_ids: torch.Tensor, attention_mask: torch.Tensor, max_new_tokens: int):
         B, P = input_ids.shape
-        self.snap, self.width = snap, P
-        self.k = [torch.zeros(B, snap.n_kv, P + max_new_tokens, snap.head_dim) for _ in snap.layers]
+        self.snap, self.width, device = snap, P, snap.device
+        self.k = [torch.zeros(B, snap.n_kv, P + max_new_tokens, snap.head_dim, device=device) for _ in snap.layers]
         self.v = [torch.zeros_like(k) for k in self.k]
-        self.valid = torch.zeros(B, P + max_new_tokens, dtype=torch.bool)  # which cache slots a row may attend to
+        self.valid = torch.zeros(B, P + max_new_tokens, dtype=torch.bool, device=device)  # cache slots a row may attend to
         self.valid[:, :P] = attention_mask.bool()
         self.position = attention_mask.sum(1) - 1  # each row's last real position (left padding excluded)
         self.length = 0  # cache slots written so far, the same for every row
@@ -203,9 +204,9 @@ class _Batch:
         B, P = input_ids.shape
         group = self.snap.n_heads // self.snap.n_kv
         positions = (self.valid[:, :P].long().cumsum(-1) - 1).clamp(min=0)
-        causal = torch.ones(P, P, dtype=torch.bool).tril()
+        causal = torch.ones(P, P, dtype=torch.bool, device=self.snap.device).tril()
         mask = causal[None] & self.valid[:, None, :P]            # [B, P, P]: earlier real tokens only
-        mask = mask | torch.eye(P, dtype=torch.bool)[None]        # a padding row attends to itself (no NaN)
+        mask = mask | torch.eye(P, dtype=torch.bool, device=self.snap.device)[None]  # a padding row sees itself (no NaN)
         mask = mask[:, None].repeat(1, 1, group, 1)               # [B, 1, group * P, P]: queries grouped by key head
         return self.forward(input_ids, positions, mask)
 
@@ -251,21 +252,21 @@ def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_
     (when a quarter of the batch has ended), so the work shrinks with the rows still writing.
     """
     snap = snapshot or Snapshot(model, precision)
-    B = len(rows)
+    B, device = len(rows), snap.device
     unique = list(dict.fromkeys(tuple(r) for r in rows))  # a prompt sampled n times is read once
-    input_ids, attention_mask = left_padded(unique, pad_id=0)  # padding is masked: any id will do
+    input_ids, attention_mask = (t.to(device) for t in left_padded(unique, pad_id=0))  # padding is masked: any id
     batch = _Batch(snap, input_ids, attention_mask, max_new_tokens)
     logits = batch.prefill(input_ids)
     where = {r: i for i, r in enumerate(unique)}
-    copies = torch.tensor([where[tuple(r)] for r in rows]) if len(unique) < B else None
+    copies = torch.tensor([where[tuple(r)] for r in rows], device=device) if len(unique) < B else None
     if copies is not None:  # each row starts from its prompt's cache
         batch.keep(copies)
         logits = logits[copies]
     written: list[list[int]] = [[] for _ in range(B)]
     logps: list[list[float]] = [[] for _ in range(B)]
     finish = ["length"] * B
-    active = torch.arange(B)  # which original row each batch row is
-    running = torch.ones(B, dtype=torch.bool)  # rows of the batch still writing
+    active = list(range(B))  # which original row each batch row is
+    running = [True] * B  # rows of the batch still writing
     for step in range(max_new_tokens):
         logits = logits.float()
         if temperature > 0:
@@ -275,22 +276,22 @@ def sample(model, rows: Sequence[Sequence[int]], *, temperature: float, max_new_
             logp = torch.log_softmax(logits, dim=-1)
             tokens = logits.argmax(-1)
         chosen = logp.gather(1, tokens[:, None]).squeeze(1)
-        for b in torch.nonzero(running).squeeze(1).tolist():
-            r = int(active[b])
-            t = int(tokens[b])
+        token_list, chosen_list = tokens.tolist(), chosen.tolist()  # one copy to the host per step, not one per row
+        for b in (b for b in range(len(running)) if running[b]):
+            r, t = active[b], token_list[b]
             written[r].append(t)
-            logps[r].append(float(chosen[b]))
+            logps[r].append(chosen_list[b])
             if t == eos_id:
                 finish[r], running[b] = "eos", False
             elif stop_sequences and decode is not None and any(s in decode(written[r]) for s in stop_sequences):
                 finish[r], running[b] = "stop", False
-        if not running.any() or step == max_new_tokens - 1:
+        if not any(running) or step == max_new_tokens - 1:
             break
-        ended = int((~running).sum())
-        if ended * 4 >= len(running):  # a quarter has ended: drop them from the batch
-            keep = torch.nonzero(running).squeeze(1)
+        if running.count(False) * 4 >= len(running):  # a quarter has ended: drop them from the batch
+            kept = [b for b in range(len(running)) if running[b]]
+            keep = torch.tensor(kept, device=device)
             batch.keep(keep)
-            active, tokens, running = active[keep], tokens[keep], running[keep]
+            active, tokens, running = [active[b] for b in kept], tokens[keep], [True] * len(kept)
         logits = batch.decode(tokens)
     return [Written(tuple(w), f, tuple(lp)) for w, f, lp in zip(written, finish, logps)]
 
@@ -308,9 +309,9 @@ def is_llama(model) -> bool:
 def forced_logits(snapshot: Snapshot, prompt: Sequence[int], ids: Sequence[int]) -> torch.Tensor:
     """The engine's logits before each of `ids` after `prompt`, fed one token at a time as when sampling:
     [len(ids), vocab]. What the sampler's distribution was at every prefix, to compare with the learner's."""
-    prompt_ids = torch.tensor([list(prompt)], dtype=torch.long)
+    prompt_ids = torch.tensor([list(prompt)], dtype=torch.long, device=snapshot.device)
     batch = _Batch(snapshot, prompt_ids, torch.ones_like(prompt_ids), len(ids))
     rows = [batch.prefill(prompt_ids)]
     for t in list(ids)[:-1]:
-        rows.append(batch.decode(torch.tensor([t])))
+        rows.append(batch.decode(torch.tensor([t], device=snapshot.device)))
     return torch.cat(rows).float()

@@ -155,7 +155,7 @@ def _fast_writer(model, tokenizer, temperature, max_new_tokens, stop_sequences, 
     from course_lib.lm import decode
 
     snapshot = decode.Snapshot(model, precision)
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator(device=snapshot.device).manual_seed(seed)  # where the engine draws its tokens
     text_of = lambda ids: tokenizer.decode(ids, skip_special_tokens=True)  # noqa: E731
 
     def write(chunk):
