@@ -99,9 +99,10 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
         except ImportError:
             pass
     record = {"schema_version": SCHEMA_VERSION, "script": script, "command": shlex.join(["python", script, *args]),
-              "code_revision": git("rev-parse", "HEAD") or os.environ.get("COURSE_CODE_REVISION"),  # a copy without .git
-              "uncommitted_changes": bool(git("status", "--porcelain",
-                                                                                         "course_lib")),
+              # COURSE_CODE_REVISION: the commit a copy of the tree was made from, where its .git is absent or stale
+              "code_revision": os.environ.get("COURSE_CODE_REVISION") or git("rev-parse", "HEAD"),
+              "uncommitted_changes": (not os.environ.get("COURSE_CODE_REVISION")
+                                      and bool(git("status", "--porcelain", "course_lib"))),
               "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
               "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads() if threads is None else threads,
               "versions": versions, "config": config, "seconds": round(seconds, 1)}

@@ -232,6 +232,11 @@ LEGACY = {
         "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
         "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary. Remake on a GPU: "
         "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)",
+    "notebooks/data/smollm2_gpu_seeds_fast.json":
+        "the format of smollm2_gpu_seeds.json (made at commit 888e48b, which its log names; the date is in its "
+        "per-seed wall times' log, 2026-11-28); its rl settings name the engine that sampled the rollouts (fast). "
+        "Remake on a GPU: python benchmarks/smollm2_gpu_seeds.py --work DIR --steps 100 --train-seconds 318 "
+        "--engine fast --output notebooks/data/smollm2_gpu_seeds_fast.json",
     "notebooks/data/smollm2_start_sampled.json":
         f"written by the course's eval command, not by a script: {_NO_REVISION}, no script, command or wall time; "
         "has machine and device; settings as top-level n_samples/temperature/max_new_tokens. Remake (chapter 10 "
@@ -569,6 +574,13 @@ _ENGINE_ON_ANY_DEVICE_REASON = (
     "log-probabilities bit for bit (16 sampled rows of SmolLM2 at T = 0.8 compared with the code before), in about 18% "
     "less time on that call, so the record's fast-engine speeds are, if anything, low")
 STILL_VALID: dict[str, dict] = {
+    "benchmarks/records/smollm2_gpu_engines.json": {
+        "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
+                  "the list of rows the record format asks for, and the record was reshaped by rows_of itself: the "
+                  "same values, one row per engine and measure",
+        "reviewed": {"benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
+                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49"},
+    },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",
         "reviewed": {"benchmarks/teacher_ablation.py::record": "51304d5717f5"},

@@ -105,6 +105,14 @@ def grpo_steps(device: str, engine: str, step: dict) -> list[dict]:
     return rows
 
 
+def rows_of(runs: dict) -> list[dict]:
+    """The record's rows: each engine's generation, the sampler KL, and each engine's GRPO steps, one row each."""
+    return ([{"measure": "generation", "engine": e, **runs["generation"][e]} for e in ENGINES]
+            + [{"measure": "sampler_kl", "engine": "fast", **runs["sampler_kl"]}]
+            + [{"measure": "grpo_step", "engine": e, "step": i + 1, **row}
+               for e in ENGINES for i, row in enumerate(runs["grpo_steps"][e])])
+
+
 def main() -> None:
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -146,7 +154,7 @@ def main() -> None:
                         config={"model": MODEL, "dtype": "float32", "lora": LORA, "temperature": 0.8,
                                 "grpo_step": step, "engines": ENGINES, "repeats": REPEATS, "quick": args.quick},
                         machine=machine(device), device=str(device), seconds=time.perf_counter() - started)
-    record["runs"], record["summary"] = runs, summary
+    record["runs"], record["summary"] = rows_of(runs), summary
     write_json(args.output, record)
     print(summary, f"\nwrote {args.output}", flush=True)
 
