@@ -573,13 +573,21 @@ _ENGINE_ON_ANY_DEVICE_REASON = (
     "tokens and log-probabilities to the host in one copy instead of one per row: on a CPU the same ids, finishes and "
     "log-probabilities bit for bit (16 sampled rows of SmolLM2 at T = 0.8 compared with the code before), in about 18% "
     "less time on that call, so the record's fast-engine speeds are, if anything, low")
+_FAST_ON_ANY_DEVICE = {  # sampling's default engine is the fast one on a GPU too: reviewed on 2026-11-28
+    "course_lib/lm/evaluation.py::pick_engine": "abe125084d8d",
+    "course_lib/lm/llm_rl.py::RLConfig": "3014db65aef3",
+}
+_FAST_ON_ANY_DEVICE_REASON = (
+    "pick_engine's default for sampling is now the fast engine on a GPU as well as on a CPU (RLConfig.engine's help "
+    "says so): on a CPU, where this record ran or where it named its engines, the same choice as before")
 STILL_VALID: dict[str, dict] = {
     "benchmarks/records/smollm2_gpu_engines.json": {
         "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
                   "the list of rows the record format asks for, and the record was reshaped by rows_of itself: the "
-                  "same values, one row per engine and measure",
+                  "same values, one row per engine and measure; " + _FAST_ON_ANY_DEVICE_REASON.replace(
+                      "on a CPU, where this record ran or where it named its engines", "this record names its engines"),
         "reviewed": {"benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
-                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49"},
+                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49", **_FAST_ON_ANY_DEVICE},
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",
@@ -599,21 +607,22 @@ STILL_VALID: dict[str, dict] = {
                   "Snapshot/_Linear with precision 'float32' being the old quantize=False; "
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
                   f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
-                  f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}",
+                  f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; {_FAST_ON_ANY_DEVICE_REASON}",
         "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER, **_CHUNKED,
                      **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",
                      "course_lib/lm/evaluation.py::generate": "72d55126b132",
-                     **_ENGINE_ON_ANY_DEVICE},
+                     **_ENGINE_ON_ANY_DEVICE, **_FAST_ON_ANY_DEVICE},
     },
     "benchmarks/records/generation_throughput.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; {_METHOD_TABLE_REASON} (config.grpo_step: method grpo, "
                   f"kl_coef 0.05); {_RENAMED_REASON}; {_STEP_INFO_REASON}; the script calls evaluation.generate, "
-                  f"never evaluate or scoring; {_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}",
+                  f"never evaluate or scoring; {_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; "
+                  f"{_FAST_ON_ANY_DEVICE_REASON}",
         "reviewed": {**_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER, **_ONE_LEARNER,
-                     **_ENGINE_ON_ANY_DEVICE},
+                     **_ENGINE_ON_ANY_DEVICE, **_FAST_ON_ANY_DEVICE},
     },
 }
 

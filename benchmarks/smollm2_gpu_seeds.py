@@ -130,7 +130,7 @@ def main() -> None:
                         "three seeds fit on one GPU (with 16, three seeds took 38,584 MiB of an H200 together; 16 x 8 "
                         "rows at once did not fit in an H100's 80 GB) [16]")
     p.add_argument("--engine", default="auto", help="what samples each seed's rollouts (smollm2_gpu_long.py --engine) "
-                                                    "[auto: hf on a GPU]")
+                                                    "[auto: the fast engine]")
     p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
     args = p.parse_args()

@@ -1,4 +1,4 @@
-"""A fast sampler for Llama-family models on a CPU: the rollout engine of chapters 10-11.
+"""A fast sampler for Llama-family models, on a CPU or a GPU: the rollout engine of chapters 10-11.
 
 Reinforcement learning on a language model is mostly generation, and Hugging Face's `generate`
 is general, not fast: every decode step grows the key-value cache by concatenation, copies the

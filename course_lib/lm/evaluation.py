@@ -61,15 +61,15 @@ def _stopping_criteria(tokenizer, width: int, stop_sequences: Sequence[str]):
 def pick_engine(model, engine: str | None, temperature: float) -> str:
     """The engine a call samples with: `decode.ENGINES`, or None for the default.
 
-    The default: sampling on a CPU runs the fast engine (`course_lib.lm.decode`), where RL spends its
-    time; greedy decoding, and any run on a GPU, run Hugging Face's `generate`, so the book's greedy
-    pass@1 is one engine's number everywhere.
+    The default: sampling runs the fast engine (`course_lib.lm.decode`) on a Llama-family model, on a
+    CPU or a GPU, where RL spends its time (benchmarks/generation_throughput.py and
+    benchmarks/smollm2_gpu_engines.py measure both engines); greedy decoding runs Hugging Face's
+    `generate`, so the book's greedy pass@1 is one engine's number everywhere.
     """
     from course_lib.lm.decode import ENGINES, is_llama
 
     if engine is None:
-        fast = temperature > 0 and model.device.type == "cpu" and is_llama(model)
-        return "fast" if fast else "hf"
+        return "fast" if temperature > 0 and is_llama(model) else "hf"
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}; choose one of {ENGINES}")
     if engine != "hf" and not is_llama(model):

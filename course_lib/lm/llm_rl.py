@@ -79,8 +79,9 @@ class RLConfig(rl.RLSettings):
                                       "```python instruction, or the model's chat template (an instruct model)",
                         choices=STYLES + (CHAT,))
     engine: str = option("auto", "what samples the rollouts: fast (course_lib.lm.decode), fast-bf16 (its bfloat16 "
-                                 "weights, for CPUs with AVX512-BF16) or hf (Hugging Face's generate); auto: fast on "
-                                 "a CPU, hf on a GPU. The learner always scores the sampled ids itself",
+                                 "weights, for CPUs with AVX512-BF16) or hf (Hugging Face's generate); auto: fast for "
+                                 "a Llama-family model (CPU or GPU), else hf. The learner always scores the sampled ids "
+                                 "itself",
                          choices=("auto",) + ENGINES)
     is_cap: float = option(2.0, "truncated importance sampling when the engine is not the learner: each token's "
                                 "advantage times min(pi_learner / pi_sampler, is_cap); 0: off")
