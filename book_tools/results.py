@@ -430,8 +430,8 @@ def gpu_long_section() -> str:
                                           "notebooks/data/smollm2_gpu_long_adapter")])
 
 
-def gpu_seeds_section() -> str:
-    path = "notebooks/data/smollm2_gpu_seeds.json"
+def _gpu_seeds_section(path: str, title: str, lead: str, command: str) -> str:
+    """A three-seed GPU record (benchmarks/smollm2_gpu_seeds.py): each measure's start, trained and paired change."""
     record = _read(path)
     if record is None:
         return ""
@@ -451,18 +451,71 @@ def gpu_seeds_section() -> str:
     steps = [next(r for r in record["per_seed"][str(s)]["runs"] if r["model"] != "start")["steps_done"]
              for s in record["seeds"]]
     return "\n\n".join([
-        "## The long GRPO run on a GPU, three seeds",
-        f"The run above again for seeds {record['seeds']}, {record['runs_side_by_side']} side by side on one GPU, "
-        f"{record['train_seconds_budget']:.0f} s of training each ({' / '.join(map(str, steps))} steps of "
-        f"{rl['prompts_per_step']} prompts x {rl['group_size']} samples; each update summed over pieces of "
-        f"{rl['micro_batch_size']} completions, the same update in less memory). Every seed measured its own "
-        "start (the same greedy answers, its own samples), and each change is paired with it; mean ± standard "
-        f"error over the {len(record['seeds'])} seeds. The 48 tasks never trained on pool the course's test "
-        "split (15) and HumanEval's test problems (33). Chapter 10's section 1 shows the pooled rows.",
+        f"## {title}",
+        lead.format(seeds=record["seeds"], side_by_side=record["runs_side_by_side"],
+                    budget=f"{record['train_seconds_budget']:.0f}", steps=" / ".join(map(str, steps)),
+                    prompts=rl["prompts_per_step"], group=rl["group_size"], micro=rl["micro_batch_size"],
+                    engine=rl.get("engine", "hf")),
+        "Every seed measured its own start (the same greedy answers, its own samples), and each change is paired "
+        f"with it; mean ± standard error over the {len(record['seeds'])} seeds. The 48 tasks never trained on "
+        "pool the course's test split (15) and HumanEval's test problems (33).",
         _table(["tasks", "measure", "start (mean of the seeds' starts)", "trained (mean ± SE)", "change ± SE",
                 "t-interval", "verdict"], rows),
-        _provenance(record, path, command="python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs "
-                                          "benchmarks/smollm2_gpu_long.py per seed)")])
+        _provenance(record, path, command=command)])
+
+
+def gpu_seeds_section() -> str:
+    return _gpu_seeds_section(
+        "notebooks/data/smollm2_gpu_seeds.json", "The long GRPO run on a GPU, three seeds",
+        "The run above again for seeds {seeds}, {side_by_side} side by side on one GPU, {budget} s of training each "
+        "({steps} steps of {prompts} prompts x {group} samples; each update summed over pieces of {micro} "
+        "completions, the same update in less memory); Hugging Face's `generate` sampled the rollouts. Chapter "
+        "10's section 1 shows the pooled rows.",
+        "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)")
+
+
+def gpu_seeds_fast_section() -> str:
+    return _gpu_seeds_section(
+        "notebooks/data/smollm2_gpu_seeds_fast.json", "The three GPU seeds again, with the fast engine sampling",
+        "The same seeds {seeds} and settings, {side_by_side} side by side on one GPU, with the rollouts sampled by "
+        "the course's fast engine (`engine` {engine}; the learner still scores every sampled id, and its "
+        "log-probabilities are the old policy's) and more steps in {budget} s of training each ({steps} steps "
+        "of {prompts} x {group}). The evaluation is the run above's (greedy and samples by Hugging Face's "
+        "`generate`), so the starts are the same numbers. The next section times the two samplers on the same GPU.",
+        "python benchmarks/smollm2_gpu_seeds.py --work DIR --steps 100 --train-seconds 318 --engine fast "
+        "--output notebooks/data/smollm2_gpu_seeds_fast.json")
+
+
+def gpu_engine_section() -> str:
+    path = "benchmarks/records/smollm2_gpu_engines.json"
+    record = _read(path)
+    if record is None:
+        return ""
+    step = record["config"]["grpo_step"]
+    gen = [[r["engine"], r["rows"], r["tokens"], r["seconds"], r["tokens_per_s"]]
+           for r in record["runs"] if r["measure"] == "generation"]
+    kl = next(r for r in record["runs"] if r["measure"] == "sampler_kl")
+    steps = [[r["engine"], r["step"], r["step_s"], r["generate_s"], r["sandbox_s"], r["score_s"], r["learn_s"],
+              f"{r['reward']:.3f}", f"{r['avg_len']:.0f}"] for r in record["runs"] if r["measure"] == "grpo_step"]
+    summary = record["summary"]
+    return "\n\n".join([
+        "## The rollout engine on a GPU",
+        f"SmolLM2-135M-Instruct in float32 under a fresh LoRA, the GPU run's rollout: {step['prompts_per_step']} "
+        f"chat prompts x {step['group_size']} samples in one batch, temperature 0.8, up to "
+        f"{step['max_new_tokens']} new tokens, no stop sequence. Each engine was timed twice, alternating, and the "
+        f"faster try is shown. The fast engine wrote {summary['generation_speedup']:.2f}x as many useful tokens "
+        "per second:",
+        _table(["engine", "rows", "useful tokens", "seconds", "useful tokens/s"], gen),
+        f"KL(fast engine || learner) per token on {kl['tokens']} tokens the fast engine sampled: mean "
+        f"{kl['kl_mean']:.1e}, max {kl['kl_max']:.1e} (float32 rounding). Then {step['steps']} GRPO steps of the "
+        f"GPU run's settings from the start with each sampler, by part, in seconds (the first step of a process "
+        "pays for its allocations; a sandbox part near 2 s is one program that ran into the 2 s time limit). "
+        f"After the first step, a step took {summary['step_s_after_the_first']['hf']:.2f} s with `generate` and "
+        f"{summary['step_s_after_the_first']['fast']:.2f} s with the fast engine "
+        f"({summary['step_speedup']:.2f}x):",
+        _table(["sampler", "step", "seconds", "generate", "sandbox", "score (log pi_old)", "learn", "reward",
+                "mean length"], steps),
+        _provenance(record, path)])
 
 
 # Chapter 4: the side study on task variants (benchmarks/variants_pretraining.py). Every rate below is
@@ -932,7 +985,8 @@ PAGES = {
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
                    (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
                     humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
-                    gpu_long_section, gpu_seeds_section, tiny_coder_section)),
+                    gpu_long_section, gpu_seeds_section, gpu_seeds_fast_section, gpu_engine_section,
+                    tiny_coder_section)),
 }
 
 
