@@ -60,14 +60,25 @@ def locked(path: Path):
         os.close(folder)  # closing the descriptor releases the lock
 
 
-def provenance(pretrained) -> dict:
-    """What a record was made from and on: the start checkpoint's SHA-256 (a file, or a list of files;
-    chapters check it against what they load) and the processor (CPU numbers depend on it)."""
-    from course_lib.runs import file_sha256
+def machine(device="cpu") -> str:
+    """The machine a record was made on, as every record names it: the processor and its cores, and before
+    them the GPU (with torch's version and CUDA's) where `device` is one."""
     from book_tools.reproduce import cpu_model
 
-    return {"pretrained_sha256": file_sha256(pretrained), "machine": f"{cpu_model() or 'unknown CPU'}, "
-            f"{os.cpu_count()} cores"}
+    cpu = f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"
+    if str(device).startswith("cuda"):
+        import torch
+
+        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda}); {cpu}"
+    return cpu
+
+
+def provenance(pretrained) -> dict:
+    """What a record was made from and on: the start checkpoint's SHA-256 (a file, or a list of files;
+    chapters check it against what they load) and the machine (CPU numbers depend on the processor)."""
+    from course_lib.runs import file_sha256
+
+    return {"pretrained_sha256": file_sha256(pretrained), "machine": machine()}
 
 
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),

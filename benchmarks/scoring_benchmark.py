@@ -31,7 +31,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -105,8 +105,6 @@ def measure(way: str) -> dict:
 
 
 def main() -> None:
-    from book_tools.reproduce import cpu_model
-
     sample_rollout()
     rows = []
     for way in WAYS:
@@ -119,7 +117,7 @@ def main() -> None:
     sums = [r["logprob_sum"] for r in rows]
     assert max(sums) - min(sums) < 1e-2, f"the three ways must score the same log-probabilities, got {sums}"
     write_json(OUTPUT, {"script": "benchmarks/scoring_benchmark.py", "model": "smollm2-135m-instruct", "rows": rows,
-                        "threads": THREADS, "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
+                        "threads": THREADS, "machine": machine(),
                         "python": platform.python_version()})
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
 

@@ -27,7 +27,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import new_record, write_json  # noqa: E402
+from _common import machine, new_record, write_json  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -94,7 +94,6 @@ def main() -> None:
 
     import transformers
 
-    from book_tools.reproduce import cpu_model
     from course_lib.lm import lm_policy, model_zoo
     from course_lib.lm.llm_rl import LMTrainer, RLConfig, rollout_tasks
     from course_lib.tasks import load_humaneval, load_tasks
@@ -112,7 +111,7 @@ def main() -> None:
         start = measure(base, tokenizer, course_test, he_test)
         del base
         record = new_record("benchmarks/smollm2_cpu_seeds.py", config=config,
-                            machine=f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores", device="cpu",
+                            machine=machine(), device="cpu",
                             seconds=time.perf_counter() - started)
         record.update(start=start, start_seconds=round(time.perf_counter() - started, 1), runs=[])
         print(f"start: {json.dumps({k: v for k, v in start.items() if k != 'greedy_passed_ids'})}", flush=True)

@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import new_record, write_json  # noqa: E402
+from _common import machine, new_record, write_json  # noqa: E402
 from generation_throughput import timed_generate  # noqa: E402
-from smollm2_gpu_long import RL_LONG, machine  # noqa: E402
+from smollm2_gpu_long import RL_LONG  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT  # noqa: E402
 
 OUTPUT = REPO_ROOT / "benchmarks" / "records" / "smollm2_gpu_engines.json"

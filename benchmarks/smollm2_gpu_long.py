@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_json  # noqa: E402
+from _common import machine, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL, summarise  # noqa: E402
 
 PROMPTS_PER_STEP, GROUP_SIZE, MAX_STEPS = 8, 8, 200
@@ -43,17 +43,6 @@ GREEDY = dict(n_samples=0, greedy=True, max_new_tokens=RL["max_new_tokens"], sty
 SAMPLED = dict(n_samples=N_SAMPLES, greedy=False, temperature=0.8, max_new_tokens=RL["max_new_tokens"],
                style="chat", batch_size=160)
 RL_STEPS_BETWEEN_WRITES = 5
-
-
-def machine(device) -> str:
-    import torch
-
-    from book_tools.reproduce import cpu_model
-
-    cpu = f"{cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores"
-    if device.type == "cuda":
-        return f"{torch.cuda.get_device_name(device)} (torch {torch.__version__}, CUDA {torch.version.cuda}); {cpu}"
-    return f"cpu ({cpu})"
 
 
 def measure(model, tokenizer, tasks, humaneval_test, seed: int, greedy_opts=GREEDY, sampled_opts=SAMPLED,

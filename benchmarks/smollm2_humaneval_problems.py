@@ -34,7 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import locked, write_json  # noqa: E402
+from _common import machine, locked, write_json  # noqa: E402
 from smollm2_rl import GREEDY, LORA, MODEL, REPO_ROOT, SAMPLED, measure_humaneval, train  # noqa: E402
 
 DATA = REPO_ROOT / "notebooks" / "data"
@@ -160,7 +160,6 @@ def save_row(output: Path, row: dict, *, protocol: str, record_path: Path, rl: d
     another seed's row."""
     import torch
 
-    from book_tools.reproduce import cpu_model
 
     with locked(output):
         old = json.loads(output.read_text()) if output.exists() else {}
@@ -173,7 +172,7 @@ def save_row(output: Path, row: dict, *, protocol: str, record_path: Path, rl: d
             **({"sampled": {**SAMPLED, "n_samples": n_samples}} if n_samples else {}),
             "start_passed": sorted(i for i in start_answers if start_answers[i]["passed"]),
             "runs": [runs[s] for s in sorted(runs)], "torch_threads": torch.get_num_threads(),
-            "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
+            "machine": machine()})
 
 
 if __name__ == "__main__":

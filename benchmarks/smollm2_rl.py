@@ -26,7 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -200,14 +200,13 @@ def save(output: Path, settings: dict, runs: list, label: str, *, parameters, wa
     """Write the record (the format it was first made in: benchmarks/schema.py lists it in LEGACY)."""
     import torch
 
-    from book_tools.reproduce import cpu_model
 
     done_seeds = sorted(r["seed"] for r in runs if r["model"] == label)
     report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
               "seeds": done_seeds,
               "runs": runs, "wall_seconds": wall_seconds,
               "torch_threads": torch.get_num_threads(),
-              "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores",
+              "machine": machine(),
               "python": platform.python_version()}
     write_json(output, report)
     print(f"wrote {output.relative_to(REPO_ROOT)} (seeds {done_seeds}; {report['wall_seconds']:.0f} s of runs in all)",

@@ -21,7 +21,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_json  # noqa: E402
+from _common import machine, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL  # noqa: E402
 
 OUTPUT = REPO_ROOT / "benchmarks" / "records" / "smollm2_step_time.json"
@@ -81,7 +81,6 @@ def main() -> None:
     import torch
     import transformers
 
-    from book_tools.reproduce import cpu_model
     from course_lib.lm import llm_rl, lm_policy
     from course_lib.core import rl, update
     from course_lib.sandbox import run_tests
@@ -117,7 +116,7 @@ def main() -> None:
     write_json(OUTPUT, {"script": "benchmarks/smollm2_step_time.py", "model": MODEL, "rl": STEP, "lora": LORA,
                         "seed": SEED, "rollout_pool": "course train + val", "repeats": REPEATS,
                         "runs": rows, "mean": summary, "same_step": True, "torch_threads": torch.get_num_threads(),
-                        "machine": f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"})
+                        "machine": machine()})
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
 
 

@@ -25,13 +25,12 @@ shows this record and notebooks/data/variants_gpu/, recorded on one NVIDIA H100 
 from __future__ import annotations
 
 import argparse
-import os
 import random
 import sys
 import time
 from pathlib import Path
 
-from _common import new_record, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, new_record, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -90,15 +89,6 @@ def counts_of(data: dict) -> dict:
             "dropped_examples": {prompt.split('"""')[1]: ids for prompt, ids in list(data["dropped"].items())[:8]},
             "seen": len(data["seen"]), "unseen": len(data["unseen"]),
             "train_pairs": len(data["examples"]) - len(data["seen"]), "examples": len(data["examples"])}
-
-
-def machine(device: str) -> str:
-    import torch
-
-    from book_tools.reproduce import cpu_model
-
-    cpu = f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores"
-    return f"{torch.cuda.get_device_name()}, {cpu}" if device.startswith("cuda") else cpu
 
 
 def main(argv=None) -> int:

@@ -44,7 +44,7 @@ import papermill as pm
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks._common import write_json  # noqa: E402
+from benchmarks._common import machine, write_json  # noqa: E402
 from book_tools import NOTEBOOKS_DIR, batch_engine, reproduce  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -170,7 +170,7 @@ def main() -> None:
                           "in a fresh kernel, without the batch's environment; clean: no cell took the whole "
                           "limit and none failed",
                   "client": args.client, "engine": "course" if args.client == "course" else "papermill's default",
-                  "command": command, "machine": f"{reproduce.cpu_model() or 'unknown CPU'}, {os.cpu_count()} cores",
+                  "command": command, "machine": machine(),
                   "python": platform.python_version(),
                   "packages": {name: metadata.version(name) for name in
                                ("papermill", "nbclient", "jupyter_client", "pyzmq", "ipykernel", "ipywidgets")},
