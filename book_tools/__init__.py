@@ -20,6 +20,11 @@ REPO_ROOT = Path(__file__).resolve().parents[1]
 NOTEBOOKS_DIR = REPO_ROOT / "notebooks"
 
 
+def chapter_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
+    """The chapter notebooks in reading order (their names start with the chapter number)."""
+    return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
+
+
 def write_notebook(path: Path, nb: dict) -> None:
     """Write a notebook's JSON the way Jupyter does (indent 1, characters kept as they are), so a
     tool that changes one cell leaves a diff of that cell only."""

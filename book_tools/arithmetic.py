@@ -32,7 +32,7 @@ import re
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from book_tools import NOTEBOOKS_DIR, write_notebook
+from book_tools import NOTEBOOKS_DIR, chapter_notebooks, write_notebook
 
 STAMP_PATH = NOTEBOOKS_DIR / "outputs_made_on.json"
 TAG = "cpu-arithmetic"
@@ -91,10 +91,6 @@ def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
 
-def _chapters(notebooks_dir: Path) -> list[Path]:
-    from book_tools.reproduce import chapter_notebooks  # reproduce imports this module
-
-    return chapter_notebooks(notebooks_dir)
 
 
 def tagged_cells(notebook: Path) -> list[int]:
@@ -125,7 +121,7 @@ def cells_whose_outputs_differed(junit: Path) -> dict[str, list[int]]:
 def untag(notebooks_dir: Path = NOTEBOOKS_DIR) -> int:
     """Remove TAG from every chapter's cells; return how many lost it. Outputs are untouched."""
     removed = 0
-    for path in _chapters(notebooks_dir):
+    for path in chapter_notebooks(notebooks_dir):
         nb = json.loads(path.read_text())
         tagged = [c for c in nb["cells"] if TAG in c.get("metadata", {}).get("tags", [])]
         for cell in tagged:
@@ -168,7 +164,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.show:
         print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
-        for nb in _chapters(NOTEBOOKS_DIR):
+        for nb in chapter_notebooks(NOTEBOOKS_DIR):
             cells = tagged_cells(nb)
             print(f"{nb.name}: {len(cells)} cells tagged {TAG} {cells}")
         return 0

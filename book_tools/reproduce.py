@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic, write_notebook
+from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic, chapter_notebooks, write_notebook  # noqa: F401
 
 TIMINGS_PATH = REPO_ROOT / "book" / "timings.json"
 TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
@@ -83,11 +83,6 @@ BATCH_ENV.update(NUMERICS_ENV)
 # 10-minute limit. Sleeping threads cost about 20% alone and keep that case within 3x; the
 # numbers computed are the same.
 BATCH_ENV["OMP_WAIT_POLICY"] = "PASSIVE"
-
-
-def chapter_notebooks(notebooks_dir: Path = NOTEBOOKS_DIR) -> list[Path]:
-    """The chapter notebooks in reading order (their names start with the chapter number)."""
-    return sorted(p for p in notebooks_dir.glob("[0-9][0-9]_*.ipynb"))
 
 
 def select_chapters(prefixes: list[str] | None, command: str) -> list[Path]:
