@@ -156,8 +156,7 @@ def main() -> None:
     if "--measure" in sys.argv:
         print("RESULT " + json.dumps(measure()), flush=True)
         return
-    from _common import new_record, write_json
-    from book_tools.reproduce import cpu_model
+    from _common import machine, new_record, write_json
 
     started = time.perf_counter()
     runs = []
@@ -176,7 +175,7 @@ def main() -> None:
         "benchmarks/generation_throughput.py", config={"model": MODEL, "temperature": TEMPERATURE,
                                                        "max_new_tokens": MAX_NEW_TOKENS, "dtype": "float32",
                                                        "grpo_step": STEP, "grpo_step_setups": STEP_SETUPS},
-        machine=f"cpu ({cpu_model() or 'unknown CPU'}), {os.cpu_count()} cores", device="cpu",
+        machine=machine(), device="cpu",
         seconds=time.perf_counter() - started)
     record["runs"] = runs
     record["summary"] = {f"{r['capability']}": {
