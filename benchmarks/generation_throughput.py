@@ -74,17 +74,8 @@ def int8_mismatch(decode, model, tokenizer, prompts, evaluation):
     out = {}
     for name, snapshot in (("fast", decode.Snapshot(model)), ("fast-bf16", decode.Snapshot(model, "bfloat16")),
                            ("int8", decode.Snapshot(model, "int8"))):
-        kls = []
-        for g in gens:
-            prompt_ids = encode_prompt(tokenizer, prompts[g.prompt_index])
-            sampler = decode.forced_logits(snapshot, prompt_ids, g.ids)
-            full = torch.tensor([prompt_ids + list(g.ids)])
-            with torch.no_grad():
-                learner = model(input_ids=full).logits[0, len(prompt_ids) - 1:len(prompt_ids) - 1 + len(g.ids)]
-            s = torch.log_softmax(sampler / TEMPERATURE, -1)
-            t = torch.log_softmax(learner.float() / TEMPERATURE, -1)
-            kls.append((s.exp() * (s - t)).sum(-1))
-        kl = torch.cat(kls)
+        kl = torch.cat([decode.kl_to_learner(snapshot, model, encode_prompt(tokenizer, prompts[g.prompt_index]),
+                                             g.ids, TEMPERATURE) for g in gens])
         out[name] = {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "tokens": int(kl.numel())}
     return out
 

@@ -580,10 +580,17 @@ _FAST_ON_ANY_DEVICE = {  # sampling's default engine is the fast one on a GPU to
 _FAST_ON_ANY_DEVICE_REASON = (
     "pick_engine's default for sampling is now the fast engine on a GPU as well as on a CPU (RLConfig.engine's help "
     "says so): on a CPU, where this record ran or where it named its engines, the same choice as before")
+_KL_TO_LEARNER = {"course_lib/lm/decode.py::kl_to_learner": "954a11856b73"}  # reviewed on 2026-11-28
+_KL_TO_LEARNER_REASON = (
+    "decode.kl_to_learner is the per-token KL(sampler || learner) that the benchmarks computed inline, moved into the "
+    "library (tests/test_decode.py checks it against the test's own computation); nothing that samples or learns "
+    "calls it")
 STILL_VALID: dict[str, dict] = {
     "benchmarks/records/generation_throughput.json": {
-        "reason": "main names the machine by _common.machine(): the same text on a CPU",
-        "reviewed": {"benchmarks/generation_throughput.py::main": "01c0060c9c31"},
+        "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
+                  "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON,
+        "reviewed": {"benchmarks/generation_throughput.py::main": "01c0060c9c31",
+                     "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER},
     },
     "benchmarks/records/smollm2_gpu_engines.json": {
         "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
@@ -591,7 +598,9 @@ STILL_VALID: dict[str, dict] = {
                   "same values, one row per engine and measure; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines"),
         "reviewed": {"benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
-                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49", **_FAST_ON_ANY_DEVICE},
+                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49", **_FAST_ON_ANY_DEVICE,
+                     # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
+                     "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER},
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",
@@ -620,7 +629,7 @@ STILL_VALID: dict[str, dict] = {
                      "course_lib/lm/evaluation.py::generate": "72d55126b132",
                      **_ENGINE_ON_ANY_DEVICE, **_FAST_ON_ANY_DEVICE,
                      # main names the machine by _common.machine(): the same text on a CPU
-                     "benchmarks/smollm2_cpu_seeds.py::main": "ae4f09755efd"},
+                     "benchmarks/smollm2_cpu_seeds.py::main": "ae4f09755efd", **_KL_TO_LEARNER},
     },
 }
 

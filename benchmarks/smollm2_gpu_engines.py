@@ -50,17 +50,9 @@ def sampler_kl(model, tokenizer, prompts, evaluation, decode) -> dict:
     T = RL_LONG["temperature"]
     gens = evaluation.generate(model, tokenizer, prompts, temperature=T, max_new_tokens=48, stop_sequences=(),
                                engine="fast")
-    snapshot, kls = decode.Snapshot(model), []
-    for g in gens:
-        prompt_ids = encode_prompt(tokenizer, prompts[g.prompt_index])
-        sampler = decode.forced_logits(snapshot, prompt_ids, g.ids)
-        full = torch.tensor([prompt_ids + list(g.ids)], device=model.device)
-        with torch.no_grad():
-            learner = model(input_ids=full).logits[0, len(prompt_ids) - 1:len(prompt_ids) - 1 + len(g.ids)]
-        s = torch.log_softmax(sampler / T, -1)
-        t = torch.log_softmax(learner.float() / T, -1)
-        kls.append((s.exp() * (s - t)).sum(-1))
-    kl = torch.cat(kls)
+    snapshot = decode.Snapshot(model)
+    kl = torch.cat([decode.kl_to_learner(snapshot, model, encode_prompt(tokenizer, prompts[g.prompt_index]), g.ids, T)
+                    for g in gens])
     return {"kl_mean": float(kl.mean()), "kl_max": float(kl.max()), "tokens": int(kl.numel())}
 
 

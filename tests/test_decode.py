@@ -87,6 +87,8 @@ def test_sampler_and_learner_agree_on_the_same_prefixes(gqa_policy, prompts):
         forced = decode.forced_logits(snapshot, prompt_ids, g.ids)
         learner = learner_logits(model, prompt_ids, g.ids)
         assert kl_per_token(forced, learner, temperature).max() < 1e-6
+        kl = decode.kl_to_learner(snapshot, model, prompt_ids, g.ids, temperature)  # the benchmarks' measure
+        assert torch.allclose(kl, kl_per_token(forced, learner, temperature), atol=1e-7)
         scored = torch.log_softmax(learner / temperature, -1).gather(1, torch.tensor(g.ids)[:, None]).squeeze(1)
         assert torch.allclose(torch.tensor(g.logprobs), scored, atol=1e-4)
 

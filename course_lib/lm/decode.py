@@ -315,3 +315,17 @@ def forced_logits(snapshot: Snapshot, prompt: Sequence[int], ids: Sequence[int])
     for t in list(ids)[:-1]:
         rows.append(batch.decode(torch.tensor([t], device=snapshot.device)))
     return torch.cat(rows).float()
+
+
+@torch.no_grad()
+def kl_to_learner(snapshot: Snapshot, model, prompt: Sequence[int], ids: Sequence[int],
+                  temperature: float) -> torch.Tensor:
+    """KL(sampler || learner) at each of `ids` after `prompt`, at the sampling temperature: [len(ids)]. The
+    sampler's distributions come from `forced_logits`, the learner's from one forward pass of `model` over
+    prompt + ids, as the learner scores what was sampled."""
+    sampler = forced_logits(snapshot, prompt, ids)
+    full = torch.tensor([list(prompt) + list(ids)], device=snapshot.device)
+    learner = model(input_ids=full).logits[0, len(prompt) - 1:len(prompt) - 1 + len(ids)].float()
+    s = torch.log_softmax(sampler / temperature, -1)
+    t = torch.log_softmax(learner / temperature, -1)
+    return (s.exp() * (s - t)).sum(-1)
