@@ -115,7 +115,8 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
               "uncommitted_changes": (not os.environ.get("COURSE_CODE_REVISION")
                                       and bool(git("status", "--porcelain", "course_lib"))),
               "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
-              "cpu_capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads() if threads is None else threads,
+              "cpu_capability": torch.backends.cpu.get_cpu_capability(),
+              "threads": torch.get_num_threads() if threads is None else threads,
               "versions": versions, "config": config, "seconds": round(seconds, 1)}
     if tuple(record) != HEADER_FIELDS:
         raise AssertionError(f"new_record writes {tuple(record)}, benchmarks/schema.py says {HEADER_FIELDS}")

@@ -595,10 +595,11 @@ STILL_VALID: dict[str, dict] = {
     "benchmarks/records/smollm2_gpu_engines.json": {
         "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
                   "the list of rows the record format asks for, and the record was reshaped by rows_of itself: the "
-                  "same values, one row per engine and measure; " + _FAST_ON_ANY_DEVICE_REASON.replace(
+                  "same values, one row per engine and measure; main warms both engines up in one loop and averages "
+                  "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines"),
         "reviewed": {"benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
-                     "benchmarks/smollm2_gpu_engines.py::main": "b853467dce49", **_FAST_ON_ANY_DEVICE,
+                     "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER},
     },

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import statistics
 import sys
 import time
 from pathlib import Path
@@ -127,21 +128,18 @@ def main() -> None:
     model, tokenizer = lm_policy.load_policy(MODEL, args.device, seed=0, dtype=torch.float32, **LORA)
     train = [t for t in load_tasks() if t.split == "train"]
     prompts = [protocol.prompt_for(t, "chat", tokenizer) for t in train[:step["prompts_per_step"]]]
-    evaluation.generate(model, tokenizer, prompts[:2], temperature=0.8, max_new_tokens=8, stop_sequences=(),
-                        engine="hf")  # warm-up
-    evaluation.generate(model, tokenizer, prompts[:2], temperature=0.8, max_new_tokens=8, stop_sequences=(),
-                        engine="fast")
+    for engine in ENGINES:  # warm-up
+        evaluation.generate(model, tokenizer, prompts[:2], temperature=0.8, max_new_tokens=8, stop_sequences=(),
+                            engine=engine)
     runs = {"generation": generation(model, tokenizer, prompts, step["group_size"], evaluation),
             "sampler_kl": sampler_kl(model, tokenizer, prompts[:4], evaluation, decode)}
     print(f"KL(fast || learner) per token: {runs['sampler_kl']}", flush=True)
     device = next(model.parameters()).device
     del model
     runs["grpo_steps"] = {engine: grpo_steps(args.device, engine, step) for engine in ENGINES}
-    later = {engine: [r["step_s"] for r in rows[1:]] for engine, rows in runs["grpo_steps"].items()}
-    summary = {"generation_speedup": runs["generation"]["speedup"],
-               "step_s_after_the_first": {e: round(sum(v) / len(v), 2) for e, v in later.items()},
-               "sampler_kl_mean": runs["sampler_kl"]["kl_mean"]}
-    summary["step_speedup"] = round(summary["step_s_after_the_first"]["hf"] / summary["step_s_after_the_first"]["fast"], 2)
+    later = {e: round(statistics.mean(r["step_s"] for r in rows[1:]), 2) for e, rows in runs["grpo_steps"].items()}
+    summary = {"generation_speedup": runs["generation"]["speedup"], "step_s_after_the_first": later,
+               "sampler_kl_mean": runs["sampler_kl"]["kl_mean"], "step_speedup": round(later["hf"] / later["fast"], 2)}
     record = new_record("benchmarks/smollm2_gpu_engines.py", args=["--device", args.device, *(["--quick"] * args.quick)],
                         config={"model": MODEL, "dtype": "float32", "lora": LORA, "temperature": 0.8,
                                 "grpo_step": step, "engines": ENGINES, "repeats": REPEATS, "quick": args.quick},

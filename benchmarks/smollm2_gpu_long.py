@@ -85,8 +85,8 @@ def parse() -> argparse.Namespace:
                         help="rows scored and back-propagated at once in the update: the same update in less GPU "
                              "memory (RLConfig.micro_batch_size) [all at once]")
     parser.add_argument("--engine", default="auto",
-                        help="what samples the rollouts (RLConfig.engine): hf, fast, fast-bf16, or auto (the fast engine for a Llama-family model) "
-                             "[auto]; evaluation keeps its own engines (greedy: hf)")
+                        help="what samples the rollouts (RLConfig.engine): hf, fast, fast-bf16, or auto (the fast "
+                             "engine for a Llama-family model) [auto]; evaluation keeps its own engines (greedy: hf)")
     parser.add_argument("--no-humaneval164", action="store_true",
                         help="skip the start's evaluation on all 164 HumanEval problems (it does not change with --seed "
                              "when greedy)")

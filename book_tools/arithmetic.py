@@ -91,8 +91,6 @@ def _code_cells(nb: dict) -> list[dict]:
     return [c for c in nb["cells"] if c["cell_type"] == "code"]
 
 
-
-
 def tagged_cells(notebook: Path) -> list[int]:
     """Indices (among code cells, as nbval numbers them) of the notebook's cells tagged TAG."""
     cells = _code_cells(json.loads(notebook.read_text()))

@@ -30,7 +30,7 @@ from pathlib import Path
 
 import yaml
 
-from book_tools import REPO_ROOT, write_notebook
+from book_tools import REPO_ROOT, chapter_notebooks, write_notebook
 
 CONFIG_PATH = REPO_ROOT / "_config.yml"
 
@@ -175,8 +175,6 @@ def add_sync_arguments(parser) -> None:
 
 
 def sync_command(args) -> int:
-    from book_tools.reproduce import chapter_notebooks
-
     if args.url:
         set_repository_url(args.url)
         print(f"_config.yml: repository.url is {args.url}")
@@ -195,8 +193,6 @@ def add_check_arguments(parser) -> None:
 
 
 def check_command(args) -> int:
-    from book_tools.reproduce import chapter_notebooks
-
     expected = built_in(args.repository, args.server)
     problems = publish_problems(expected, chapter_notebooks())
     if not problems:

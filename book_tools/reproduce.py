@@ -26,7 +26,7 @@ import time
 import xml.etree.ElementTree as ET
 from pathlib import Path
 
-from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic, chapter_notebooks, write_notebook  # noqa: F401
+from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic, chapter_notebooks, write_notebook
 
 TIMINGS_PATH = REPO_ROOT / "book" / "timings.json"
 TIMES_PAGE = REPO_ROOT / "book" / "execution_times.md"
