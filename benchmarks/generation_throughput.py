@@ -20,7 +20,7 @@ torch's default CPU capability and once with ATEN_CPU_CAPABILITY=avx2 (the kerne
 runtimes), each in its own process. int8 weights were a candidate too: the record keeps the KL between
 their next-token distribution and the learner's on the same prefixes, which rules them out.
 
-    python benchmarks/generation_throughput.py     writes benchmarks/records/generation_throughput.json (~25 min)
+    python benchmarks/generation_throughput.py     writes notebooks/data/generation_throughput.json (~25 min)
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-OUTPUT = REPO_ROOT / "benchmarks" / "records" / "generation_throughput.json"
+OUTPUT = REPO_ROOT / "notebooks" / "data" / "generation_throughput.json"
 
 MODEL = "smollm2-135m-instruct"
 TEMPERATURE = 0.8

@@ -1,7 +1,7 @@
 """The one record format: the fields every benchmark record carries, a check of them, and of whether a
 record is older than a change to the code it was made with.
 
-A *record* is a JSON file under notebooks/data/ or benchmarks/records/ that a chapter or a Results page
+A *record* is a JSON file under notebooks/data/ that a chapter or a Results page
 reads (every ``*.json`` there, in subfolders too, except PEFT's ``adapter_config.json`` files, which are
 adapter weights' settings, not records). A record written today starts from
 ``benchmarks/_common.new_record``, which writes the header fields below in this order; the script adds the
@@ -162,13 +162,13 @@ def validate(record: dict) -> list[str]:
     return problems
 
 
-RECORD_DIRS = ("notebooks/data", "benchmarks/records")
+RECORD_DIR = "notebooks/data"  # the one records folder: the chapters', the Results pages' and the benchmarks'
 NOT_RECORDS = ("adapter_config.json",)  # PEFT's settings beside saved adapter weights
 
 
 def record_files(root: Path = ROOT) -> list[Path]:
-    """Every record: each *.json under RECORD_DIRS (subfolders too) but NOT_RECORDS."""
-    return sorted(p for d in RECORD_DIRS for p in (root / d).rglob("*.json") if p.name not in NOT_RECORDS)
+    """Every record: each *.json under RECORD_DIR (subfolders too) but NOT_RECORDS."""
+    return sorted(p for p in (root / RECORD_DIR).rglob("*.json") if p.name not in NOT_RECORDS)
 
 
 # Records made before this format, which do not validate (validate() says which fields each lacks): path ->
@@ -200,7 +200,7 @@ LEGACY = {
        f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 100 "
        f"--hidden-dim 512 --extra-constants 40 --seed {n} --out notebooks/data/variants_gpu/two_digit_seed{n}.json"
        for n in (0, 1, 2)},
-    "benchmarks/records/gru_ppo_cuda.json":
+    "notebooks/data/gru_ppo_cuda.json":
         "made by hand on a GPU from the commands it lists (python -m course_lib ppo ... --device cuda, resumed "
         "across devices), no script: no schema_version, code_revision, date, device, config or wall time; has "
         "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it. "
@@ -242,35 +242,36 @@ LEGACY = {
         "has machine and device; settings as top-level n_samples/temperature/max_new_tokens. Remake (chapter 10 "
         "gives it): python -m course_lib eval --model smollm2-135m-instruct --humaneval --samples 10 "
         "--max-new-tokens 128 --out notebooks/data/smollm2_start_sampled.json",
-    "benchmarks/records/smollm2_start_eval.json":
+    "notebooks/data/smollm2_start_eval.json":
         f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
         "wall time; has machine and device. Remake: python -m course_lib eval --model smollm2-135m-instruct "
-        "--humaneval --out benchmarks/records/smollm2_start_eval.json",
+        "--humaneval --out notebooks/data/smollm2_start_eval.json",
     "notebooks/data/teacher_grpo_benchmark.json":
         f"{_NO_REVISION}; no script, machine or device; settings as settings, wall time as wall_seconds; runs but "
         "no summary. Remake: python benchmarks/teacher_grpo_benchmark.py",
-    "benchmarks/records/scoring_benchmark.json":
+    "notebooks/data/scoring_benchmark.json":
         f"{_NO_REVISION}; has script, machine, python and threads; no device or total wall time (each row has its "
         "seconds); rows as rows, no summary. Remake: python benchmarks/scoring_benchmark.py",
-    "benchmarks/records/smollm2_step_time.json":
+    "notebooks/data/smollm2_step_time.json":
         f"{_NO_REVISION}; has script, machine and torch_threads; no device or wall time; settings as rl/lora; runs a "
         "dict keyed by how the reference is scored, summary as mean/same_step. "
         "Remake: python benchmarks/smollm2_step_time.py",
     # the batch's kernel client: checks of the book's tooling, not training records
-    "benchmarks/records/widget_stress-course.json":
+    "notebooks/data/widget_stress-course.json":
         f"a stall count of the batch's kernel client: {_NO_REVISION}, no script, command or machine (device says "
         "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client course",
-    "benchmarks/records/widget_stress-stock.json":
+    "notebooks/data/widget_stress-stock.json":
         f"a stall count of papermill's kernel client: {_NO_REVISION}, no script, command or machine (device says "
         "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client stock",
-    "benchmarks/records/widget_stress-plain-stock.json":
+    "notebooks/data/widget_stress-plain-stock.json":
         f"a count of plain papermill runs of chapter 6: {_NO_REVISION} (versions as packages, no torch), no script "
         "or device; has command and machine; rows as chapters. "
         "Remake: python benchmarks/widget_stress.py --plain 100 --only 06 --stall-s 30",
-    "benchmarks/records/widget_stress-plain-stock-capturing.json":
+    "notebooks/data/widget_stress-plain-stock-capturing.json":
         f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
         f"it): {_NO_REVISION} (versions as packages, no torch), no script or device; has command and machine; "
-        "rows as chapters. Remake: its command field",
+        "rows as chapters. Remake: python benchmarks/widget_stress.py --plain 100 --notebook /tmp/ws/06_head.ipynb "
+        "--stall-s 30 --out notebooks/data/widget_stress-plain-stock-capturing.json (its command, into this folder)",
 }
 
 
@@ -585,23 +586,28 @@ _KL_TO_LEARNER_REASON = (
     "decode.kl_to_learner is the per-token KL(sampler || learner) that the benchmarks computed inline, moved into the "
     "library (tests/test_decode.py checks it against the test's own computation); nothing that samples or learns "
     "calls it")
+_ONE_FOLDER_REASON = ("OUTPUT names the folder the record now lives in, notebooks/data/ (the one records folder, where "
+                      "the record was moved unchanged): where the script writes it, not what it writes")
 STILL_VALID: dict[str, dict] = {
-    "benchmarks/records/generation_throughput.json": {
+    "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
-                  "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON,
+                  "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON,
         "reviewed": {"benchmarks/generation_throughput.py::main": "01c0060c9c31",
-                     "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER},
+                     "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER,
+                     "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"},
     },
-    "benchmarks/records/smollm2_gpu_engines.json": {
+    "notebooks/data/smollm2_gpu_engines.json": {
         "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
                   "the list of rows the record format asks for, and the record was reshaped by rows_of itself: the "
                   "same values, one row per engine and measure; main warms both engines up in one loop and averages "
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
-                      "on a CPU, where this record ran or where it named its engines", "this record names its engines"),
+                      "on a CPU, where this record ran or where it named its engines", "this record names its engines")
+                  + "; " + _ONE_FOLDER_REASON,
         "reviewed": {"benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
                      "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
-                     "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER},
+                     "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
+                     "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run)",

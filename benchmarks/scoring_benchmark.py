@@ -13,7 +13,7 @@ sampled once and saved (the record gives the prompt and completion widths). Each
 runs in its own process (peak memory is per process), scores that rollout three times and keeps the
 fastest.
 
-    python benchmarks/scoring_benchmark.py     writes benchmarks/records/scoring_benchmark.json
+    python benchmarks/scoring_benchmark.py     writes notebooks/data/scoring_benchmark.json
 
 Measured (the record, 2 cores): 20.2 s and an 11.1 GB peak the course's way, 26.4 s and 11.5 GB with
 the defaults: the peak is the activations the backward pass keeps, not the logits. In micro-batches of
@@ -35,7 +35,7 @@ from _common import machine, write_json  # benchmarks/_common.py (this folder is
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-OUTPUT = REPO_ROOT / "benchmarks" / "records" / "scoring_benchmark.json"
+OUTPUT = REPO_ROOT / "notebooks" / "data" / "scoring_benchmark.json"
 WAYS = ("full logits, cache", "full logits", "course", "course, micro 4")
 THREADS = 2
 

@@ -13,7 +13,7 @@ rows, T = 0.8, up to 128 new tokens, no stop sequence so both engines write the 
     grpo-step    STEPS steps of the GPU run's settings (8 x 8, 2 epochs, micro-batch 16, KL 0.05) from the
                  start with each engine, each step by part: generate, sandbox, score (log pi_old), learn
 
-    python benchmarks/smollm2_gpu_engines.py --device cuda   writes benchmarks/records/smollm2_gpu_engines.json
+    python benchmarks/smollm2_gpu_engines.py --device cuda   writes notebooks/data/smollm2_gpu_engines.json
 
 On a CPU (--device cpu) it runs too, slowly; the CPU's own comparison is benchmarks/generation_throughput.py.
 """
@@ -34,7 +34,7 @@ from generation_throughput import timed_generate  # noqa: E402
 from smollm2_gpu_long import RL_LONG  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT  # noqa: E402
 
-OUTPUT = REPO_ROOT / "benchmarks" / "records" / "smollm2_gpu_engines.json"
+OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_engines.json"
 ENGINES = ("hf", "fast")
 REPEATS = 2
 STEPS = 3  # the first step in a process pays for allocations and kernel choices; the record keeps each

@@ -8,7 +8,7 @@ each process (its sampled pass@1 depends on the seed), so every seed's gain is p
     python benchmarks/smollm2_gpu_seeds.py --work DIR
         converts the model once, runs seeds 0, 1 and 2 (DIR/seed{k}.json, DIR/adapter_seed{k}), then merges them;
         the record notebooks/data/smollm2_gpu_seeds.json came from this command on one H200 (its log:
-        benchmarks/records/smollm2_gpu_seeds.log), its adapters are notebooks/data/smollm2_gpu_seeds_adapters/
+        notebooks/data/smollm2_gpu_seeds.log), its adapters are notebooks/data/smollm2_gpu_seeds_adapters/
     python benchmarks/smollm2_gpu_seeds.py --merge DIR
         only merges DIR's per-seed records into notebooks/data/smollm2_gpu_seeds.json (--output)
 

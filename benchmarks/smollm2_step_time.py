@@ -8,7 +8,7 @@ step is timed REPEATS times each way, alternating: as the course runs it (`updat
 reference scored once per set of rows) and with the reference scored again in every epoch, as the
 loop did before. Every timed step must give the same row of diagnostics.
 
-    python benchmarks/smollm2_step_time.py     writes benchmarks/records/smollm2_step_time.json (about 7 min)
+    python benchmarks/smollm2_step_time.py     writes notebooks/data/smollm2_step_time.json (about 7 min)
 """
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _common import machine, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL  # noqa: E402
 
-OUTPUT = REPO_ROOT / "benchmarks" / "records" / "smollm2_step_time.json"
+OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_step_time.json"
 SEED = 0
 REPEATS = 2
 STEP = {**RL, "steps": 1}  # chapter 10's settings, one step

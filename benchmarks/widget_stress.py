@@ -10,7 +10,7 @@ the reply until the limit made it look again (or never, which papermill reports 
     python benchmarks/widget_stress.py --client stock    # papermill's own kernel client
     python benchmarks/widget_stress.py --client course   # the batch's client (book_tools.reproduce)
 
-Writes ``benchmarks/records/widget_stress-<client>.json`` with every cell's count of executions and stalls and
+Writes ``notebooks/data/widget_stress-<client>.json`` with every cell's count of executions and stalls and
 the slowest execution seen. Takes about 5 minutes on 2 cores with the defaults.
 
 With ``--plain RUNS`` it counts instead what a reader meets who runs a chapter with papermill as its
@@ -21,7 +21,7 @@ the whole limit and none failed:
 
     python benchmarks/widget_stress.py --plain 100 --only 06 --stall-s 30    # papermill's default engine
 
-It writes ``benchmarks/records/widget_stress-plain-<client>.json``: the machine, the command, the runs,
+It writes ``notebooks/data/widget_stress-plain-<client>.json``: the machine, the command, the runs,
 the clean runs, the longest streak of clean runs, the stalls and the seconds per run.
 """
 
@@ -152,7 +152,7 @@ def main() -> None:
     p.add_argument("--kernels", type=int, default=4, help="fresh kernels per widget cell")
     p.add_argument("--stall-s", type=float, default=10.0,
                    help="per-cell limit; an execution that takes it all counts as a stall")
-    p.add_argument("--out", type=Path, default=None, help="JSON file (default benchmarks/records/widget_stress-CLIENT.json)")
+    p.add_argument("--out", type=Path, default=None, help="JSON file (default notebooks/data/widget_stress-CLIENT.json)")
     p.add_argument("--plain", type=int, default=None, metavar="RUNS",
                    help="count RUNS plain papermill runs of each chapter up to its last widget cell instead")
     p.add_argument("--only", nargs="+", default=None, metavar="PREFIX", help="chapters whose names start so")
@@ -177,7 +177,7 @@ def main() -> None:
                   "stall_s": args.stall_s, "chapters": counts,
                   "runs": sum(c["runs"] for c in counts), "clean_runs": sum(c["clean_runs"] for c in counts),
                   "stalls": sum(c["stalls"] for c in counts), "wall_s": round(time.perf_counter() - start, 1)}
-        write_json(args.out or REPO_ROOT / "benchmarks" / "records" / f"widget_stress-plain-{args.client}.json", record)
+        write_json(args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-plain-{args.client}.json", record)
         print(f"plain {args.client}: {record['clean_runs']} clean runs of {record['runs']}, {record['stalls']} stalls "
               f"({record['wall_s']} s)")
         return
@@ -188,7 +188,7 @@ def main() -> None:
               "total_executions": sum(c["executions"] for c in cells.values()),
               "total_stalls": sum(c["stalls"] for c in cells.values()),
               "wall_s": round(time.perf_counter() - start, 1)}
-    write_json(args.out or REPO_ROOT / "benchmarks" / "records" / f"widget_stress-{args.client}.json", record)
+    write_json(args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-{args.client}.json", record)
     print(f"{args.client}: {record['total_stalls']} stalls in {record['total_executions']} executions "
           f"of {len(cells)} widget cells ({record['wall_s']} s)")
 

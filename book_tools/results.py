@@ -3,7 +3,7 @@
 A chapter keeps the one table that carries its lesson; the experiment records behind it (seed
 tables, speed measurements, GPU runs) are shown here, each with the device, seeds, date and the
 command that remakes it. Every table on these pages is computed from a record file in
-notebooks/data/ or benchmarks/records/, never typed in:
+notebooks/data/ (the one records folder), never typed in:
 
     python -m book_tools.results            rewrite book/results/*.md from the records
     python -m book_tools.results --check    exit 1 if a page differs from what the records give (a test runs it)
@@ -44,7 +44,7 @@ def _provenance(record: dict, path: str, script: str | None = None, command: str
 
 
 def engine_section() -> str:
-    path = "benchmarks/records/generation_throughput.json"
+    path = "notebooks/data/generation_throughput.json"
     record = _read(path)
     if record is None:
         return ""
@@ -487,7 +487,7 @@ def gpu_seeds_fast_section() -> str:
 
 
 def gpu_engine_section() -> str:
-    path = "benchmarks/records/smollm2_gpu_engines.json"
+    path = "notebooks/data/smollm2_gpu_engines.json"
     record = _read(path)
     if record is None:
         return ""

@@ -15,7 +15,7 @@ from course_lib import stats
 
 ROOT = Path(__file__).resolve().parents[1]
 SEEDS_RECORD = ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json"
-GRU_RECORD = ROOT / "benchmarks" / "records" / "gru_ppo_cuda.json"
+GRU_RECORD = ROOT / "notebooks" / "data" / "gru_ppo_cuda.json"
 
 
 @pytest.fixture(scope="module")

@@ -1,4 +1,4 @@
-"""Every record (notebooks/data/, benchmarks/records/) has the one format of benchmarks/schema.py, or is listed
+"""Every record (notebooks/data/, the one records folder) has the one format of benchmarks/schema.py, or is listed
 in its LEGACY with what it lacks and how to remake it; and no record is older than a change to its code
 without a reason (schema.STILL_VALID). Fast: JSON, the AST and a few git calls."""
 
@@ -27,7 +27,7 @@ def _load(name: str) -> dict:
 
 def test_the_records_are_found():
     assert len(NAMES) >= 30
-    assert {"notebooks/data/smollm2_cpu_seeds.json", "benchmarks/records/generation_throughput.json",
+    assert {"notebooks/data/smollm2_cpu_seeds.json", "notebooks/data/generation_throughput.json",
             "notebooks/data/variants_gpu/two_digit_seed0.json"} <= set(NAMES)
     assert not any(n.endswith("adapter_config.json") for n in NAMES)
 
