@@ -11,7 +11,7 @@ from pathlib import Path
 SPLITS = ("train", "val", "test")
 # What each split is to a run, for the line under every results table (`split_legend`).
 SPLIT_ROLES = {
-    "course": {"train": "solutions may be trained on", "val": "tests may reward RL, solutions never trained on",
+    "course": {"train": "solutions may be trained on", "val": "tests may reward RL, reference solutions never trained on",
                "test": "never trained on"},
     "supervised": {"train": "trained on", "val": "never trained on", "test": "never trained on"},
     "rl": {"train": "trained on", "val": "rewarded: RL saw its tests", "test": "never trained on"},
