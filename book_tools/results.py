@@ -486,6 +486,60 @@ def gpu_seeds_fast_section() -> str:
         "--output notebooks/data/smollm2_gpu_seeds_fast.json")
 
 
+_SECTION1_GPU = {"GPU run 1 (generate)": "notebooks/data/smollm2_gpu_seeds.json",
+                 "GPU run 2 (fast engine)": "notebooks/data/smollm2_gpu_seeds_fast.json"}
+_SECTION1_CPU = "notebooks/data/smollm2_cpu_seeds.json"
+_SECTION1_SETS = (("all 48 never trained on", "never_trained_greedy", "never trained (48)", 48),
+                  ("course test (15)", "test_greedy", "course test (15)", 15),
+                  ("HumanEval test (33)", "humaneval_test_greedy", "HumanEval test (33)", 33))
+
+
+def _seed_counts(starts: list[float], trained: list[float], n: int) -> tuple[str, str]:
+    """Each seed's tasks passed, start -> trained ('5 -> 9, 5 -> 7'), and the verdict of the paired changes."""
+    from course_lib.stats import seed_verdict
+    counts = ", ".join(f"{round(a * n)} → {round(b * n)}" for a, b in zip(starts, trained))
+    return counts, seed_verdict([b - a for a, b in zip(starts, trained)])
+
+
+def section1_seeds_section() -> str:
+    """Chapter 10's section 1 table, seed by seed and task set by task set, and what its ± cannot see."""
+    gpu = {run: _read(path) for run, path in _SECTION1_GPU.items()}
+    cpu = _read(_SECTION1_CPU)
+    if cpu is None or any(r is None for r in gpu.values()):
+        return ""
+    rows = []
+    for label, gpu_key, cpu_key, n in _SECTION1_SETS:
+        for run, record in gpu.items():
+            c = record["changes"][gpu_key]
+            rows.append([label, run, *_seed_counts(c["start"], c["trained"], n)])
+        starts = [cpu["start"][cpu_key]["greedy_pass@1"]] * len(cpu["runs"])
+        rows.append([label, f"CPU ({len(cpu['runs'])} seeds, one shared start)",
+                     *_seed_counts(starts, [r["result"][cpu_key]["greedy_pass@1"] for r in cpu["runs"]], n)])
+    draws = gpu["GPU run 1 (generate)"]["changes"]["never_trained_sampled"]["start"]
+    cpu_sampled = cpu["summary"]["never trained (48), pass@1_from_samples"]
+    return "\n\n".join([
+        "## Chapter 10's section 1, seed by seed",
+        "The chapter's section 1 shows one table: the two GPU runs and the CPU run on the 48 tasks never trained "
+        "on, mean ± standard error over the seeds. Here are the same greedy pass@1 results as tasks passed, seed "
+        "by seed, for the 48 and for the two task sets they pool, with the verdict (`stats.seed_verdict`) of each "
+        "row's paired changes:",
+        _table(["tasks", "run", "tasks passed, start → trained, seed by seed", "verdict"], rows),
+        "A verdict depends on how well the seeds agree, not only on the mean: on the course's 15 the two GPU runs "
+        "reach the same mean, but run 1's seeds spread more, and one seed's smaller gain is enough to bring zero "
+        "into a three-seed interval.",
+        "What the ± cannot see. A sampled start is one random draw, unlike a greedy one: on the 48 tasks the three "
+        "GPU seeds drew pass@1 from 10 samples at T = 0.8 of " + ", ".join(f"{d:.3f}" for d in draws)
+        + f" (a span of {max(draws) - min(draws):.3f}; GPU run 2's evaluation is run 1's, so its starts are the "
+        f"same). The five CPU seeds share one draw ({cpu_sampled['start']:.3f}): had it come out low by chance, "
+        "every seed's change would look larger by the same amount, and the ± over seeds, which measures only how "
+        "the seeds differ, cannot see it. The GPU's draws span more than the CPU gain's t-interval "
+        f"({cpu_sampled['t_interval']:.3f}), so that gain is less sure than its verdict says. The GPU and CPU runs "
+        "also differ in batch size, steps and rollout tasks, so why the GPU runs gained more greedily is not "
+        "measured.",
+        "*Records:* " + ", ".join(f"`{p}`" for p in (*_SECTION1_GPU.values(), _SECTION1_CPU))
+        + "; each has its own section on this page, with its machine and the command that remakes it."])
+
+
 def gpu_engine_section() -> str:
     path = "notebooks/data/smollm2_gpu_engines.json"
     record = _read(path)
@@ -985,7 +1039,8 @@ PAGES = {
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
                    (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
                     humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
-                    gpu_long_section, gpu_seeds_section, gpu_seeds_fast_section, gpu_engine_section,
+                    gpu_long_section, gpu_seeds_section, gpu_seeds_fast_section, section1_seeds_section,
+                    gpu_engine_section,
                     tiny_coder_section)),
 }
 
