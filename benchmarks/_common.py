@@ -81,6 +81,24 @@ def provenance(pretrained) -> dict:
     return {"pretrained_sha256": file_sha256(pretrained), "machine": machine()}
 
 
+def code_state() -> dict:
+    """The code a run starts from: {"code_revision": the commit, "uncommitted_changes": whether course_lib/ differed
+    from it}. COURSE_CODE_REVISION names the commit where the tree is a copy whose .git is absent or stale (a GPU
+    machine's copy); its course_lib is then that commit's."""
+    import subprocess
+
+    def git(*args):
+        try:
+            return subprocess.run(["git", *args], cwd=Path(__file__).resolve().parents[1], capture_output=True,
+                                  text=True, check=True).stdout.strip()
+        except (OSError, subprocess.CalledProcessError):
+            return None
+
+    named = os.environ.get("COURSE_CODE_REVISION")
+    return {"code_revision": named or git("rev-parse", "HEAD"),
+            "uncommitted_changes": not named and bool(git("status", "--porcelain", "course_lib"))}
+
+
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
                threads: int | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what
@@ -91,17 +109,8 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
     import datetime
     import platform
     import shlex
-    import subprocess
 
     import torch
-
-    root = Path(__file__).resolve().parents[1]
-
-    def git(*args):
-        try:
-            return subprocess.run(["git", *args], cwd=root, capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            return None
 
     versions = {"python": platform.python_version(), "torch": torch.__version__}
     for name in ("transformers", "peft"):
@@ -110,11 +119,7 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
         except ImportError:
             pass
     record = {"schema_version": SCHEMA_VERSION, "script": script, "command": shlex.join(["python", script, *args]),
-              # COURSE_CODE_REVISION: the commit a copy of the tree was made from, where its .git is absent or stale
-              "code_revision": os.environ.get("COURSE_CODE_REVISION") or git("rev-parse", "HEAD"),
-              "uncommitted_changes": (not os.environ.get("COURSE_CODE_REVISION")
-                                      and bool(git("status", "--porcelain", "course_lib"))),
-              "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
+              **code_state(), "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "threads": torch.get_num_threads() if threads is None else threads,
               "versions": versions, "config": config, "seconds": round(seconds, 1)}

@@ -230,7 +230,8 @@ LEGACY = {
         "python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir notebooks/data/smollm2_gpu_long_adapter",
     "notebooks/data/smollm2_gpu_seeds.json":
         "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
-        "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary. Remake on a GPU: "
+        "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary. Remake on a GPU "
+        "(the script now writes this format, its per-seed records naming their commit): "
         "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)",
     "notebooks/data/smollm2_gpu_seeds_fast.json":
         "the format of smollm2_gpu_seeds.json (made at commit 888e48b, which its log names; the date is in its "

@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, write_json  # noqa: E402
+from _common import code_state, machine, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL, summarise  # noqa: E402
 
 PROMPTS_PER_STEP, GROUP_SIZE, MAX_STEPS = 8, 8, 200
@@ -125,7 +125,7 @@ def train_until(trainer, seconds: float, record: dict, write) -> list[dict]:
 
 def header(args, model, rl: dict, greedy: dict, sampled: dict, device) -> dict:
     """The record's settings and provenance (the format it was first made in: benchmarks/schema.py lists it in
-    LEGACY), with no rows yet."""
+    LEGACY), with the code it ran and its threads, and no rows yet."""
     import torch
     import transformers
 
@@ -138,7 +138,9 @@ def header(args, model, rl: dict, greedy: dict, sampled: dict, device) -> dict:
             "train_seconds_budget": args.train_seconds,
             "device": str(device), "machine": machine(device), "torch": torch.__version__,
             "transformers": transformers.__version__, "python": platform.python_version(),
-            "sandbox_isolation": isolation_level(), "quick": args.quick, "runs": []}
+            "sandbox_isolation": isolation_level(), "quick": args.quick,
+            # what smollm2_gpu_seeds.py's merge needs for the one record format's header
+            **code_state(), "threads": torch.get_num_threads(), "runs": []}
 
 
 def main() -> None:

@@ -12,8 +12,11 @@ each process (its sampled pass@1 depends on the seed), so every seed's gain is p
     python benchmarks/smollm2_gpu_seeds.py --merge DIR
         only merges DIR's per-seed records into notebooks/data/smollm2_gpu_seeds.json (--output)
 
-The merged record keeps each seed's start and trained rows and, for each measure, the per-seed change
-with its mean, standard error and verdict (`course_lib.stats.seed_verdict`: a gain only beyond the
+The merged record is in the one record format (benchmarks/schema.py: header, one row per seed, the changes
+as its summary) when every seed's record names the commit it ran, as smollm2_gpu_long.py's records do now;
+seeds written before that merge into the first format, which the two GPU records committed so far have. Both
+keep each seed's start and trained rows and, for each measure, the per-seed change with its mean, standard
+error and verdict (`course_lib.stats.seed_verdict`: a gain only beyond the
 t-interval for the number of seeds). "never trained on" pools the course's test split and HumanEval's
 33 test problems (48 tasks), greedy and from samples.
 """
@@ -30,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import write_json  # noqa: E402
+from _common import new_record, write_json  # noqa: E402
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 SCRIPT = Path(__file__).resolve().parent / "smollm2_gpu_long.py"
@@ -79,10 +82,12 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
 # what every seed's record shares (they ran one protocol on one machine), kept once in the merged record
 SHARED = ("model", "parameters", "rl", "greedy", "sampled", "lora", "rollout_pool", "train_seconds_budget",
           "device", "machine", "torch", "transformers", "python", "sandbox_isolation")
+CONFIG = ("model", "rl", "greedy", "sampled", "lora", "rollout_pool", "train_seconds_budget")  # the runs' settings
 
 
-def merge(work: Path, output: Path) -> dict:
-    """One record of every seed whose run finished (a trained row), with the paired changes."""
+def merge(work: Path, output: Path, args=()) -> dict:
+    """One record of every seed whose run finished (a trained row), with the paired changes; in the one record
+    format (benchmarks/schema.py) where every seed's record names the code it ran. args: the command line."""
     from course_lib.stats import mean_se, seed_verdict, t_factor
 
     seeds, rows = {}, {}  # seed -> its record; seed -> {"start": row, "grpo-long": row}
@@ -113,8 +118,33 @@ def merge(work: Path, output: Path) -> dict:
               **{key: first[key] for key in SHARED}, "seeds": order, "runs_side_by_side": len(seeds),
               "changes": changes,
               "per_seed": {str(s): {"runs": seeds[s]["runs"], "wall_seconds": seeds[s]["wall_seconds"]} for s in order}}
+    if all("code_revision" in seeds[s] for s in order):
+        record = {**one_format_header(seeds, order, args), **record, "runs": one_format_rows(seeds, rows, order),
+                  "summary": changes}
     write_json(output, record)
     return record
+
+
+def one_format_header(seeds: dict, order: list[int], args=()) -> dict:
+    """benchmarks/schema.py's header for the merged record, from the seeds' own records: the code they ran (one
+    commit for all), their machine, device and threads, the settings they share, and the longest seed's wall
+    time (the seeds ran side by side). Seeds written before the header fields leave the merge in its first
+    format (schema.LEGACY)."""
+    first = seeds[order[0]]
+    revisions = {(seeds[s]["code_revision"], seeds[s]["uncommitted_changes"]) for s in order}
+    if len(revisions) != 1:
+        raise SystemExit(f"the seeds ran different code: {sorted(revisions)}; merge only seeds of one commit")
+    header = new_record("benchmarks/smollm2_gpu_seeds.py", config={key: first[key] for key in CONFIG},
+                        machine=first["machine"], device=first["device"],
+                        seconds=max(seeds[s]["wall_seconds"] for s in order), args=args, threads=first["threads"])
+    header["code_revision"], header["uncommitted_changes"] = revisions.pop()  # the seeds', not the merge's
+    return header
+
+
+def one_format_rows(seeds: dict, rows: dict, order: list[int]) -> list[dict]:
+    """One row per seed: its start and trained rows and how long it ran."""
+    return [{"seed": s, "steps_done": rows[s]["grpo-long"]["steps_done"], "wall_seconds": seeds[s]["wall_seconds"],
+             "start": rows[s]["start"], "trained": rows[s]["grpo-long"]} for s in order]
 
 
 def main() -> None:
@@ -141,7 +171,7 @@ def main() -> None:
         run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.micro_batch_size,
                   args.quick, args.engine)
     sys.path.insert(0, str(REPO_ROOT))
-    record = merge(args.work or args.merge, args.output)
+    record = merge(args.work or args.merge, args.output, sys.argv[1:])
     for name, c in record["changes"].items():
         se = "" if c["change_se"] is None else f" ± {c['change_se']:.3f}"
         print(f"{name:24s} start {c['start']} -> trained {c['trained']}: change {c['change_mean']:+.3f}{se} "

@@ -45,6 +45,30 @@ def test_the_three_seed_summary_is_what_its_per_seed_rows_give(seeds_script, tmp
         assert change["verdict"] == stats.seed_verdict(change["change"]), name
 
 
+def test_seeds_that_name_their_code_merge_into_the_one_record_format(seeds_script, tmp_path):
+    """Per-seed records written today (smollm2_gpu_long.py's header names the commit, its state and the threads)
+    merge into a record that benchmarks/schema.py validates, with the first format's fields unchanged beside it;
+    seeds of different commits are refused."""
+    from benchmarks import schema
+
+    record = json.loads(SEEDS_RECORD.read_text())
+    shared = {key: record[key] for key in seeds_script.SHARED}
+    code = {"code_revision": "0123456789abcdef0123456789abcdef01234567", "uncommitted_changes": False, "threads": 4}
+    for seed, own in record["per_seed"].items():
+        (tmp_path / f"seed{seed}.json").write_text(json.dumps(
+            {"script": record["runs_script"], **shared, "seed": int(seed), **code, **own}))
+    merged = seeds_script.merge(tmp_path, tmp_path / "merged.json", ["--merge", str(tmp_path)])
+    assert schema.validate(merged) == []
+    assert {key: merged[key] for key in record} == record  # what the chapter and the Results page read
+    assert merged["code_revision"] == code["code_revision"] and merged["threads"] == 4  # the seeds', not the merge's
+    assert [row["seed"] for row in merged["runs"]] == [0, 1, 2] and merged["summary"] == record["changes"]
+    assert merged["seconds"] == max(own["wall_seconds"] for own in record["per_seed"].values())
+    other = json.loads((tmp_path / "seed2.json").read_text())
+    (tmp_path / "seed2.json").write_text(json.dumps({**other, "code_revision": "f" * 40}))
+    with pytest.raises(SystemExit, match="different code"):
+        seeds_script.merge(tmp_path, tmp_path / "merged.json")
+
+
 def test_the_three_seed_record_is_a_full_run_on_a_gpu():
     record = json.loads(SEEDS_RECORD.read_text())
     assert record["device"].startswith("cuda") and "NVIDIA" in record["machine"]
