@@ -592,12 +592,18 @@ _ONE_FOLDER_REASON = ("OUTPUT names the folder the record now lives in, notebook
 _LEGEND_REASON = ("SPLIT_ROLES is the text of the legend under a results table (val's reference solutions, not "
                   "its own passing programs, are never trained on): words printed beside results, no result")
 _LEGEND = {"course_lib/tasks/core.py::SPLIT_ROLES": "e166268baf05"}  # reviewed on 2026-11-28
+_ONE_MASK_REASON = ("the environment's action mask (env.alphabet_mask) and the sampler's (models.next_token_mask) are "
+                     "both made by tokenizers.id_mask now: the same masks, element for element and dtype for dtype "
+                     "(checked on the course alphabet, all ids and a short list)")
+_ONE_MASK = {"course_lib/tokenizers.py::id_mask": "202e32478830",
+             "course_lib/gru/env.py::alphabet_mask": "a05c8859f96f",
+             "course_lib/gru/models.py::next_token_mask": "286a2e6abc80"}  # reviewed on 2026-11-28
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON
-                  + "; " + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, "benchmarks/generation_throughput.py::main": "01c0060c9c31",
+                  + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/generation_throughput.py::main": "01c0060c9c31",
                      "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER,
                      "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"},
     },
@@ -607,24 +613,25 @@ STILL_VALID: dict[str, dict] = {
                   "same values, one row per engine and measure; main warms both engines up in one loop and averages "
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines")
-                  + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
+                  + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
                      "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
     },
     "notebooks/data/teacher_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
     },
     "notebooks/data/reward_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },
     "notebooks/data/variants_pretraining.json": {
-        "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
+        "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
+                  + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
     },
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
@@ -633,9 +640,9 @@ STILL_VALID: dict[str, dict] = {
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
                   f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
                   f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; {_FAST_ON_ANY_DEVICE_REASON}; "
-                  + _LEGEND_REASON,
-        "reviewed": {**_LEGEND, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO, **_ONE_SCORER,
-                     **_CHUNKED, **_ONE_LEARNER,
+                  + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
+                     **_ONE_SCORER, **_CHUNKED, **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
                      "course_lib/lm/decode.py::_Linear": "55157e094f39",

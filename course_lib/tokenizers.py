@@ -24,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from course_lib.tasks import load_tasks
 
 FORMAT_VERSION = 1
@@ -305,6 +307,19 @@ def train_hf_bpe(texts: Iterable[str], vocab_size: int):
         initial_alphabet=hf_tokenizers.pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
     tokenizer.train_from_iterator(texts, trainer=trainer)
     return tokenizer
+
+
+def id_mask(vocab_size: int, ids: Iterable[int] | None = None, *, barred: Iterable[int] = ()) -> np.ndarray:
+    """Which of a vocabulary's ids may be written, as a boolean array: `ids` (all if None) less `barred`.
+    The one mask of an action alphabet: the environment's (gymnasium's int8 `action_mask`) and the
+    sampler's (a tensor that also bars the <pad> and <bos> markers) are both made from it."""
+    mask = np.zeros(vocab_size, dtype=bool)
+    if ids is None:
+        mask[:] = True
+    else:
+        mask[np.asarray(list(ids), dtype=np.int64)] = True
+    mask[np.asarray(list(barred), dtype=np.int64)] = False
+    return mask
 
 
 def pieces(tokenizer, text: str) -> list[str]:

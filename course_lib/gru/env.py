@@ -34,7 +34,7 @@ from gymnasium import spaces
 from course_lib.rewards import RewardFn, fraction_passed, reward_of
 from course_lib.sandbox import run_tests
 from course_lib.tasks import Task, load_tasks
-from course_lib.tokenizers import course_tokenizer
+from course_lib.tokenizers import course_tokenizer, id_mask
 
 ENV_ID = "CodeGen-v0"
 DEFAULT_MAX_NEW_TOKENS = 160  # the longest reference solution (146 characters) + <eos> fits
@@ -66,9 +66,7 @@ def action_alphabet(tasks: Sequence[Task], tokenizer) -> np.ndarray:
 
 def alphabet_mask(alphabet: Sequence[int], vocab_size: int) -> np.ndarray:
     """The action mask for an alphabet: 1 for allowed ids, 0 for the others (int8, gymnasium's convention)."""
-    mask = np.zeros(vocab_size, dtype=np.int8)
-    mask[np.asarray(alphabet, dtype=np.int64)] = 1
-    return mask
+    return id_mask(vocab_size, alphabet).astype(np.int8)
 
 
 _COURSE_ALPHABETS: dict[str, np.ndarray] = {}  # by tokenizer fingerprint: loading the tasks takes a while

@@ -16,6 +16,8 @@ import torch
 import torch.nn as nn
 from torch.nn.utils.rnn import pack_padded_sequence, pad_sequence
 
+from course_lib.tokenizers import id_mask
+
 
 @dataclass(frozen=True)
 class GRUConfig:
@@ -76,14 +78,10 @@ class GRUPolicy(nn.Module):
 # writing completions
 
 def next_token_mask(vocab_size: int, tokenizer, allowed_ids=None, device=None) -> torch.Tensor:
-    """Which ids may be generated: allowed_ids (all if None), never <pad> or <bos>."""
-    mask = torch.zeros(vocab_size, dtype=torch.bool, device=device)
-    if allowed_ids is None:
-        mask[:] = True
-    else:
-        mask[torch.as_tensor(list(allowed_ids), dtype=torch.long, device=device)] = True
-    mask[tokenizer.pad_id] = mask[tokenizer.bos_id] = False  # they are markers, not text
-    return mask
+    """Which ids may be generated, as a tensor: allowed_ids (all if None), never <pad> or <bos> (they are
+    markers, not text). The environment's action mask is made by the same `tokenizers.id_mask`."""
+    barred = (tokenizer.pad_id, tokenizer.bos_id)
+    return torch.from_numpy(id_mask(vocab_size, allowed_ids, barred=barred)).to(device)
 
 
 def choose_next(logits: torch.Tensor, *, temperature: float = 1.0, greedy: bool = False,
