@@ -25,9 +25,15 @@ and as many for the other engines. The candidates (CANDIDATES):
                          float32 folder converted by its TransformersConverter, float32 and int8 weights; float32
                          with CT2_USE_MKL=1 (WORKER_ENV: CTranslate2 leaves MKL off on AMD processors, and its
                          default float32 GEMM wrote 3-10 tokens/s here), int8 with its default GEMM
+    onnxruntime-genai-f32/int4
+                         onnxruntime-genai's model builder on the float32 folder (-p fp32 / -p int4: MatMulNBits
+                         with int8 activations, accuracy_level 4), its Generator over the 16 rows left-padded into one
+                         batch (rows that ended stay in it), its sampler with top_k = the vocabulary; its pad id set
+                         to 0 (ORT_PAD), as SmolLM2's pad (<|im_end|>) is in every chat prompt and would be masked
 
-llama.cpp and CTranslate2 run in worker processes of their own (this script with --worker), one per candidate:
-CTranslate2 chooses its GEMM backend once per process, and no two OpenMP runtimes share the two cores.
+llama.cpp, CTranslate2 and onnxruntime-genai run in worker processes of their own (this script with --worker),
+one per candidate: CTranslate2 chooses its GEMM backend once per process, and no two OpenMP runtimes share the
+two cores.
 
 Useful tokens are those up to each row's <eos>. Every candidate's rollout pair is timed TRIES times, alternating
 with the others, and the fastest try is kept (the record lists every try and the load average before each). Each
@@ -49,7 +55,9 @@ Before measuring it waits (up to 10 minutes) for the 1-minute load average to fa
 cores are shared. A candidate whose package is not installed is skipped with a note (the tests install none).
 The candidates install outside the course's environment, so that none replaces its torch:
 
-    pip install --target /work/cand --no-deps llama-cpp-python==0.3.36 ctranslate2==4.8.5 diskcache pyyaml
+    pip install --target /work/cand --no-deps llama-cpp-python==0.3.36 ctranslate2==4.8.5 diskcache pyyaml \
+        onnxruntime-genai==0.18.0 onnxruntime==1.32.0 onnx onnx-ir protobuf flatbuffers ml_dtypes coloredlogs \
+        humanfriendly
     (llama-cpp-python builds llama.cpp from source: cmake, gcc and ninja, ~10 min on 2 cores;
      CMAKE_ARGS="-DGGML_NATIVE=ON" for this processor's instructions)
     PYTHONPATH=/work/cand python benchmarks/engine_candidates.py    writes notebooks/data/engine_candidates.json
@@ -88,8 +96,10 @@ QUIET_LOAD, QUIET_WAIT_S, QUIET_POLL_S = 1.0, 600, 30
 WORKER_ENV = {"ctranslate2-f32": {"CT2_USE_MKL": "1"}}
 LLAMA_BATCH = 4096  # tokens a llama_batch holds: every row's prompt at once
 CANDIDATES = ("hf", "fast", "fast-bf16", "hf-static-compiled", "llama.cpp-q4_1", "llama.cpp-q4_1+lora",
-              "llama.cpp-f32", "ctranslate2-f32", "ctranslate2-int8")
-PACKAGES = {"llama.cpp": ("llama_cpp", "llama-cpp-python"), "ctranslate2": ("ctranslate2", "ctranslate2")}
+              "llama.cpp-f32", "ctranslate2-f32", "ctranslate2-int8", "onnxruntime-genai-f32", "onnxruntime-genai-int4")
+PACKAGES = {"llama.cpp": ("llama_cpp", "llama-cpp-python"), "ctranslate2": ("ctranslate2", "ctranslate2"),
+            "onnxruntime-genai": ("onnxruntime_genai", "onnxruntime-genai")}
+ORT_PAD = 0  # onnxruntime-genai masks its pad id out of the prompt: SmolLM2's (2, <|im_end|>) is in every chat prompt
 
 
 @dataclass
@@ -228,8 +238,9 @@ def write_lora_gguf(policy, path: Path) -> None:
     writer.add_string(gguf.Keys.Adapter.TYPE, "lora")
     writer.add_float32(gguf.Keys.Adapter.LORA_ALPHA, LORA["alpha"])
     for i, layer in enumerate(policy.get_base_model().model.layers):
-        for hf, part, heads in (("q_proj", "attn_q", config.num_attention_heads), ("k_proj", "attn_k",
-                                config.num_key_value_heads), ("v_proj", "attn_v", None), ("o_proj", "attn_output", None)):
+        parts = (("q_proj", "attn_q", config.num_attention_heads), ("k_proj", "attn_k", config.num_key_value_heads),
+                 ("v_proj", "attn_v", None), ("o_proj", "attn_output", None))
+        for hf, part, heads in parts:
             module = getattr(layer.self_attn, hf)
             if not hasattr(module, "lora_A"):
                 continue
@@ -415,8 +426,8 @@ def static_compiled(r: Rollouts) -> Candidate:
 
 
 # -----------------------------------------------------------------------------
-# llama.cpp and CTranslate2 each run in a worker process of their own: CTranslate2 picks its GEMM backend once per
-# process (float32 wants MKL here, int8 its default), and no two OpenMP runtimes share the two cores
+# llama.cpp, CTranslate2 and onnxruntime-genai each run in a worker process of their own: CTranslate2 picks its
+# GEMM backend once per process (float32 wants MKL here, int8 its default), and no two OpenMP runtimes share the cores
 
 class LlamaHost:
     """llama.cpp in a worker: the shipped file, or the F32 file the main process wrote, with the adapter it
@@ -500,6 +511,67 @@ class CT2Host:
         return times
 
 
+class ORTHost:
+    """onnxruntime-genai in a worker: the float32 folder turned into an ONNX model by its model builder (float32,
+    or int4 MatMulNBits), the 16 rows left-padded into one batch that runs until every row has ended (rows that
+    ended stay in it), sampled by its own sampler (top_k = the vocabulary: the whole distribution)."""
+
+    def __init__(self, p: Prompts, precision: str, workdir: Path):
+        import onnxruntime_genai as og
+
+        self.og, self.p, self.precision, self.workdir = og, p, precision, workdir
+        self.width = max(len(ids) for ids in p.ids)
+        self.model, self.notes = self._build_and_load(p.folder)
+
+    def _build_and_load(self, folder: Path):
+        import json
+        import subprocess
+
+        out = self.workdir / f"ort-{self.precision}"
+        precision = {"f32": "fp32"}.get(self.precision, self.precision)
+        _, convert_s = _timed(subprocess.run, [sys.executable, "-m", "onnxruntime_genai.models.builder", "-i",
+                                               str(folder), "-o", str(out), "-p", precision, "-e", "cpu", "-c",
+                                               str(self.workdir / "ort-cache")], check=True, capture_output=True)
+        config = json.loads((out / "genai_config.json").read_text())
+        config["model"]["pad_token_id"] = ORT_PAD
+        config["model"]["decoder"]["session_options"]["intra_op_num_threads"] = self.p.threads
+        (out / "genai_config.json").write_text(json.dumps(config, indent=1))
+        model, load_s = _timed(lambda: self.og.Model(self.og.Config(str(out))))
+        return model, {"convert_s": convert_s, "load_s": load_s}
+
+    def write(self, group: int) -> dict:
+        import numpy as np
+
+        rows = self.p.rows(group)
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=self.width + MAX_NEW_TOKENS, batch_size=len(rows), do_sample=True,
+                                  temperature=TEMPERATURE, top_k=len(self.p.tokenizer), top_p=1.0, random_seed=0)
+        generator = self.og.Generator(self.model, params)
+        generator.append_tokens(np.array([[ORT_PAD] * (self.width - len(r)) + r for r in rows], dtype=np.int32))
+        while not generator.is_done():
+            generator.generate_next_token()
+        written = [list(generator.get_sequence(i))[self.width:] for i in range(len(rows))]
+        return {"tokens": sum(ids.index(self.p.eos) if self.p.eos in ids else len(ids) for ids in written)}
+
+    def logits(self, prompt: list[int], ids: list[int], path: str) -> dict:
+        import numpy as np
+
+        params = self.og.GeneratorParams(self.model)
+        params.set_search_options(max_length=len(prompt) + len(ids) + 1, batch_size=1)
+        generator = self.og.Generator(self.model, params)
+        found = []
+        for tokens in [prompt] + [[t] for t in ids[:-1]]:
+            generator.append_tokens(np.array([tokens], dtype=np.int32))
+            found.append(np.array(generator.get_output("logits"))[0, -1])
+        np.save(path, np.stack(found).astype(np.float32))
+        return {}
+
+    def reconvert(self, folder: str) -> dict:
+        """Build the ONNX model of the merged model the main process saved, and load it (a step's new weights)."""
+        self.model, times = self._build_and_load(Path(folder))
+        return times
+
+
 def worker(name: str, workdir: Path) -> None:
     """`--worker NAME WORKDIR`: host one candidate and answer the main process's JSON requests (one a line on
     stdin: {"op": method, **arguments}) with "REPLY {...}" lines; the first reply is its setup."""
@@ -513,6 +585,8 @@ def worker(name: str, workdir: Path) -> None:
     try:
         if name.startswith("llama.cpp-"):
             host = LlamaHost(p, name.removeprefix("llama.cpp-"), workdir)
+        elif name.startswith("onnxruntime-genai-"):
+            host = ORTHost(p, name.removeprefix("onnxruntime-genai-"), workdir)
         else:
             host = CT2Host(p, "float32" if name.endswith("f32") else "int8", workdir)
     except Exception as e:  # noqa: BLE001 - told to the main process, which records it
@@ -562,7 +636,8 @@ class Worker:
 
 PRECISION = {"llama.cpp-q4_1": "Q4_1 layers, Q8_0 embedding (as shipped)", "llama.cpp-f32": "float32",
              "llama.cpp-q4_1+lora": "Q4_1 layers, Q8_0 embedding, float32 LoRA", "ctranslate2-f32": "float32",
-             "ctranslate2-int8": "int8"}
+             "ctranslate2-int8": "int8", "onnxruntime-genai-f32": "float32",
+             "onnxruntime-genai-int4": "int4 weights in blocks of 32 (head and embedding too), int8 activations"}
 
 
 def outside_engine(r: Rollouts, name: str, workdir: Path) -> Candidate:
@@ -685,9 +760,9 @@ def kl_rows(r: Rollouts, candidates: list[Candidate]) -> dict:
     return out
 
 
-def _timed(fn, *args):
+def _timed(fn, *args, **kwargs):
     start = time.perf_counter()
-    result = fn(*args)
+    result = fn(*args, **kwargs)
     return result, round(time.perf_counter() - start, 3)
 
 
@@ -737,12 +812,13 @@ def llama_update(r: Rollouts, c: Candidate, weights: dict, workdir: Path) -> dic
 
 
 def ct2_update(r: Rollouts, c: Candidate, weights: dict, workdir: Path) -> dict:
-    """Save the merged model, convert it, load the converted one."""
+    """Save the merged model, convert it (CTranslate2's converter, onnxruntime-genai's model builder), load it."""
     folder = workdir / "merged"
-    _, save_s = _timed(lambda: (r.model.save_pretrained(folder, state_dict=weights), r.tokenizer.save_pretrained(folder)))
+    _, save_s = _timed(lambda: (r.model.save_pretrained(folder, state_dict=weights),
+                                r.tokenizer.save_pretrained(folder)))
     times = c.notes["worker"].call("reconvert", folder=str(folder))
     return {"update_s": round(save_s + times["convert_s"] + times["load_s"], 3), "save_s": save_s, **times,
-            "what": "save_pretrained the merged weights, TransformersConverter.convert, Generator"}
+            "what": "save_pretrained the merged weights, convert them, load the converted model"}
 
 
 def update_costs(r: Rollouts, candidates: list[Candidate], workdir: Path) -> dict:
@@ -761,7 +837,7 @@ def update_costs(r: Rollouts, candidates: list[Candidate], workdir: Path) -> dic
             out[c.name] = compiled_update(r, c, weights)
         elif c.name.startswith("llama.cpp"):
             out[c.name] = llama_update(r, c, weights, workdir)
-        else:
+        else:  # CTranslate2, onnxruntime-genai: save the merged model, convert it, load it
             out[c.name] = ct2_update(r, c, weights, workdir)
         print(f"update {c.name:>20}: {out[c.name]}", flush=True)
     return out
