@@ -8,8 +8,8 @@ update, 512 epsilon-greedy episodes on the val tasks not found yet, behaviour cl
     lam095     the default, GAE lambda 0.95 (the same settings as explore_ablation.py's `explore`)
     lam0       lambda 0: each token's advantage is its one-step TD error, the critic's opinion one token later
     lam1       lambda 1: each token's advantage is the episode's return minus V(s_t), the critic a baseline only
-    no_critic  no value function at all (critic off: V = 0, no value loss): every token's advantage is the
-               episode's return, normalised over the batch (REINFORCE with a batch baseline, clipped)
+    no_critic  no value function at all (critic off: V = 0, no value loss): with lambda 0.95, GAE gives a token
+               the episode's return times 0.95^k, k tokens before the end, normalised over the batch
 
 Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N>, reused if its eval.json exists; the
 summary goes to OUT/summary.json and notebooks/data/lambda_ablation.json. Two runs at a time, one torch

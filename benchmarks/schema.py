@@ -598,6 +598,9 @@ _ONE_MASK_REASON = ("the environment's action mask (env.alphabet_mask) and the s
 _ONE_MASK = {"course_lib/tokenizers.py::id_mask": "202e32478830",
              "course_lib/gru/env.py::alphabet_mask": "a05c8859f96f",
              "course_lib/gru/models.py::next_token_mask": "286a2e6abc80"}  # reviewed on 2026-11-28
+_CRITIC_HELP_REASON = ("PPOConfig's critic help says what GAE gives with V = 0 (the return decayed by "
+                       "(gamma*lambda)^k), where it said the return: words in an option's help, no setting changed")
+_CRITIC_HELP = {"course_lib/gru/ppo_config.py::PPOConfig": "c573f6080c26"}  # reviewed on 2026-11-28
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
@@ -621,12 +624,14 @@ STILL_VALID: dict[str, dict] = {
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
     },
     "notebooks/data/teacher_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
+                  + "; " + _CRITIC_HELP_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
     },
     "notebooks/data/reward_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
+        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
+                  + "; " + _CRITIC_HELP_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "

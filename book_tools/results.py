@@ -909,9 +909,9 @@ def lambda_section() -> str:
         "notebooks/data/lambda_ablation.json", "## λ and the critic, on the task",
         "PPO with exploration (the `PPO + exploration` settings above) from chapter 4's checkpoint, 20 updates, "
         "changing one thing at a time: λ = 0 (each token's advantage is its one-step TD error), λ = 1 (the return "
-        "minus V(s_t): the critic as a baseline only), and no critic (V = 0: each token's advantage is its episode's "
-        "return, normalised over the batch). The critic starts untrained. Explained variance measures how well the "
-        "critic matches its own target, the λ-return, which differs with λ: it is not a ranking of critics.",
+        "minus V(s_t): the critic as a baseline only), and no critic (V = 0, λ still 0.95: a token's advantage is its "
+        "episode's return times 0.95^k, k tokens before the end, normalised over the batch). The critic starts "
+        "untrained. Explained variance measures how well the critic matches its own target, the λ-return, which differs with λ: it is not a ranking of critics.",
         labels, explained_variance,
         [(f"{labels[v]} − λ = 0.95", v, "lam095") for v in ("lam0", "lam1", "no_critic")])
 

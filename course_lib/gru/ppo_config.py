@@ -51,7 +51,8 @@ class PPOConfig(RLSettings):
     # --- GAE ------------------------------------------------------------------------
     gamma: float = option(1.0, "discount per token (1: a program is worth its reward however long)")
     critic: bool = option(True, "learn V(s) and build advantages from it by GAE; off: no value loss, V = 0, so "
-                                "every token's advantage is its episode's return (normalised: a batch baseline)")
+                                "GAE gives a token its episode's return times (gamma * lambda)^k, k tokens before "
+                                "the end (normalised over the batch)")
     bootstrap_truncated: bool = option(False, "add gamma * V(next state) after an episode cut by max_new_tokens "
                                               "(off: CodeGenEnv pays the cut program in full at the cut)")
     # --- the PPO loss ----------------------------------------------------------------

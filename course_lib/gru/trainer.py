@@ -174,7 +174,8 @@ class PPOTrainer(rl.Trainer):
                               reference=self.reference)
         method = rl.METHODS[config.method]
         self.estimator = method.estimator
-        self.critic = method.critic and config.critic  # ppo without one: V = 0, GAE gives each token its return
+        # ppo without a critic: V = 0, so GAE gives each token its return decayed by (gamma*lam)^k
+        self.critic = method.critic and config.critic
         self.loss_settings = update.LossSettings(
             loss=method.loss, epochs=config.epochs, minibatch_size=config.minibatch_size, clip_eps=config.clip_eps,
             critic=self.critic, value_clip_eps=config.value_clip_eps, vf_coef=config.vf_coef,
@@ -228,7 +229,7 @@ class PPOTrainer(rl.Trainer):
         new_programs += sum(self.passing.add(task, completion) for task, completion, report in explored
                             if report.all_passed)
         explore_s = time.perf_counter() - t_explore
-        if not self.critic:  # no critic: V = 0 everywhere (ppo: GAE then gives each token its return)
+        if not self.critic:  # no critic: V = 0 everywhere (ppo: GAE gives each token its decayed return)
             ro.values, ro.bootstrap = torch.zeros_like(ro.values), torch.zeros_like(ro.bootstrap)
         return ro, PPOStep(lr=lr, tasks=tasks, sampled=sampled, term_rows=term_rows, new_programs=new_programs,
                            explored=explored, rollout_s=rollout_s, explore_s=explore_s)
