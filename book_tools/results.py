@@ -93,6 +93,44 @@ def engine_section() -> str:
         _provenance(record, path)])
 
 
+def engine_candidates_section() -> str:
+    """Other rollout engines on the same CPU rollout: speed, what a new policy costs each, and the KL to the learner."""
+    path = "notebooks/data/engine_candidates.json"
+    record = _read(path)
+    if record is None:
+        return ""
+
+    def kl(row: dict) -> str:
+        k = row.get("kl") or {}
+        if not k:
+            return "the learner itself" if row["candidate"] == "hf" else "not measured"
+        return "below 1e-6" if abs(k["kl_mean"]) < 1e-6 else f"{k['kl_mean']:.1e} / {k['kl_max']:.1e}"
+
+    rows = [[r["candidate"], r["precision"], r["tokens_per_s"], f"{r['ratio_to_hf']:.2f}x",
+             "no cheap route" if r["update"]["update_s"] is None else f"{r['update']['update_s']:.3f}", kl(r)]
+            for r in record["runs"]]
+    bound = record["summary"]["matmul_ceiling"]
+    hf = record["summary"]["tokens_per_s"]["hf"]
+    return "\n\n".join([
+        "## Other rollout engines on the same rollout",
+        f"The CPU recipe's rollout ({record['config']['rollouts'][0]['samples_per_prompt']} samples of each of 4 "
+        f"prompts, twice; T = {record['config']['temperature']}, up to {record['config']['max_new_tokens']} new "
+        "tokens) through engines outside the course, beside Hugging Face's `generate` (`hf`) and the course's fast "
+        "engine: llama.cpp (llama-cpp-python) on the GGUF file the course loads, with the LoRA applied at run time "
+        "or merged into a float32 file; CTranslate2 and onnxruntime-genai on the merged weights; and `generate` "
+        "with a static cache under `torch.compile`. The policy changes at every RL step, so each engine's cost of "
+        "taking new weights is part of its price. KL per token to the learner (mean / max) on prefixes the learner "
+        "sampled. Each engine was timed twice, alternating, the faster try shown; the record keeps both tries and "
+        "the machine's load (another process shared the two cores during some tries).",
+        _table(["engine", "weights", "useful tokens/s", "/ hf", "new weights, s per step", "KL to the learner"], rows),
+        f"The matrix products of one 16-row decode step alone run at {bound['float32']['gflop_per_s']} GFLOP/s in "
+        f"float32 and {bound['bfloat16']['gflop_per_s']} in bfloat16 here: no float32 engine built on these kernels "
+        f"can pass {bound['float32']['tokens_per_s']:.0f} useful tokens/s "
+        f"({bound['float32']['tokens_per_s'] / hf:.1f}x `generate`), and a bfloat16 one "
+        f"{bound['bfloat16']['tokens_per_s']:.0f}, before attention, sampling and rows that end early.",
+        _provenance(record, path)])
+
+
 def cpu_seeds_section() -> str:
     path = "notebooks/data/smollm2_cpu_seeds.json"
     record = _read(path)
@@ -911,7 +949,8 @@ def lambda_section() -> str:
         "changing one thing at a time: λ = 0 (each token's advantage is its one-step TD error), λ = 1 (the return "
         "minus V(s_t): the critic as a baseline only), and no critic (V = 0, λ still 0.95: a token's advantage is its "
         "episode's return times 0.95^k, k tokens before the end, normalised over the batch). The critic starts "
-        "untrained. Explained variance measures how well the critic matches its own target, the λ-return, which differs with λ: it is not a ranking of critics.",
+        "untrained. Explained variance measures how well the critic matches its own target, the λ-return, which "
+        "differs with λ: it is not a ranking of critics.",
         labels, explained_variance,
         [(f"{labels[v]} − λ = 0.95", v, "lam095") for v in ("lam0", "lam1", "no_critic")])
 
@@ -1037,7 +1076,8 @@ PAGES = {
                         gru_methods_section)),
     "10_lora_rl": ("Chapter 10 results: LoRA-RL on a real model",
                    "The records behind [chapter 10](../../notebooks/10_lora_rl.ipynb).",
-                   (engine_section, cpu_seeds_section, start_sampled_section, cpu_methods_section,
+                   (engine_section, engine_candidates_section, cpu_seeds_section, start_sampled_section,
+                    cpu_methods_section,
                     humaneval_protocol_section, humaneval_problems_section, course_humaneval_section,
                     gpu_long_section, gpu_seeds_section, gpu_seeds_fast_section, section1_seeds_section,
                     gpu_engine_section,
