@@ -737,25 +737,22 @@ def kl_rows(r: Rollouts, candidates: list[Candidate]) -> dict:
     """KL(engine || learner) per token at T on prefixes the fast engine sampled: mean, max, tokens."""
     import torch
 
-    from course_lib.lm import evaluation
+    from course_lib.lm import decode, evaluation
 
     gens = evaluation.generate(r.model, r.tokenizer, r.prompts[:GROUPS[0][1]], temperature=TEMPERATURE,
                                max_new_tokens=KL_TOKENS, stop_sequences=(), engine="fast")
     prefixes = [(r.ids[g.prompt_index], list(g.ids)) for g in gens]
 
-    def log_softmax(logits):
-        return torch.log_softmax(logits.float() / TEMPERATURE, -1)
-
     with torch.no_grad():
-        learners = {key: [log_softmax(m(input_ids=torch.tensor([p + ids])).logits[0, len(p) - 1:len(p) - 1 + len(ids)])
+        learners = {key: [m(input_ids=torch.tensor([p + ids])).logits[0, len(p) - 1:len(p) - 1 + len(ids)]
                           for p, ids in prefixes] for key, m in (("model", r.model), ("policy", r.policy))}
         out = {"prefixes": len(prefixes), "tokens": sum(len(ids) for _, ids in prefixes)}
         for c in [c for c in candidates if c.logits is not None]:
             learner = learners["policy" if c.name.endswith("+lora") else "model"]
-            kl = torch.cat([(s.exp() * (s - t)).sum(-1) for s, t in
-                            zip((log_softmax(c.logits(p, ids)) for p, ids in prefixes), learner)])
+            kl = torch.cat([decode.token_kl(c.logits(p, ids), t, TEMPERATURE)
+                            for (p, ids), t in zip(prefixes, learner)])
             out[c.name] = {"kl_mean": float(kl.mean()), "kl_max": float(kl.max())}
-        moved = torch.cat([(s.exp() * (s - t)).sum(-1) for s, t in zip(learners["policy"], learners["model"])])
+        moved = torch.cat([decode.token_kl(s, t, TEMPERATURE) for s, t in zip(learners["policy"], learners["model"])])
         out["adapter_from_base"] = {"kl_mean": float(moved.mean()), "kl_max": float(moved.max())}
     return out
 
@@ -789,6 +786,8 @@ def llama_update(r: Rollouts, c: Candidate, weights: dict, workdir: Path) -> dic
     llama.cpp-q4_1+lora: write the adapter's GGUF and apply it."""
     import torch
 
+    from course_lib.lm import decode
+
     worker: Worker = c.notes["worker"]
     if c.name.endswith("+lora"):
         _, write_s = _timed(write_lora_gguf, r.policy, workdir / "adapter-step.gguf")
@@ -803,12 +802,11 @@ def llama_update(r: Rollouts, c: Candidate, weights: dict, workdir: Path) -> dic
     load_s = worker.call("reload", path=str(path))["load_s"]
     prompt, ids = r.ids[0], r.ids[1][-KL_TOKENS:]  # any ids: a check that the file holds the policy
     with torch.no_grad():
-        s = torch.log_softmax(c.logits(prompt, ids) / TEMPERATURE, -1)
-        t = torch.log_softmax(r.policy(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1]
-                              / TEMPERATURE, -1)
+        learner = r.policy(input_ids=torch.tensor([prompt + ids])).logits[0, len(prompt) - 1:-1]
+        kl = decode.token_kl(c.logits(prompt, ids), learner, TEMPERATURE)
     return {"update_s": round(write_s + load_s, 3), "write_s": write_s, "load_s": load_s, "template_read_s": read_s,
             "what": "write an F32 GGUF of the merged weights (the metadata read once) and load it",
-            "kl_to_policy_mean": float((s.exp() * (s - t)).sum(-1).mean())}
+            "kl_to_policy_mean": float(kl.mean())}
 
 
 def ct2_update(r: Rollouts, c: Candidate, weights: dict, workdir: Path) -> dict:

@@ -582,11 +582,12 @@ _FAST_ON_ANY_DEVICE = {  # sampling's default engine is the fast one on a GPU to
 _FAST_ON_ANY_DEVICE_REASON = (
     "pick_engine's default for sampling is now the fast engine on a GPU as well as on a CPU (RLConfig.engine's help "
     "says so): on a CPU, where this record ran or where it named its engines, the same choice as before")
-_KL_TO_LEARNER = {"course_lib/lm/decode.py::kl_to_learner": "954a11856b73"}  # reviewed on 2026-11-28
+_KL_TO_LEARNER = {"course_lib/lm/decode.py::kl_to_learner": "25cf8a28a4ef",
+                  "course_lib/lm/decode.py::token_kl": "8dc25cf87243"}  # reviewed on 2026-11-28
 _KL_TO_LEARNER_REASON = (
     "decode.kl_to_learner is the per-token KL(sampler || learner) that the benchmarks computed inline, moved into the "
     "library (tests/test_decode.py checks it against the test's own computation); nothing that samples or learns "
-    "calls it")
+    "calls it; its last three lines are decode.token_kl now, the same operations in the same order")
 _ONE_FOLDER_REASON = ("OUTPUT names the folder the record now lives in, notebooks/data/ (the one records folder, where "
                       "the record was moved unchanged): where the script writes it, not what it writes")
 _LEGEND_REASON = ("SPLIT_ROLES is the text of the legend under a results table (val's reference solutions, not "
@@ -602,6 +603,13 @@ _CRITIC_HELP_REASON = ("PPOConfig's critic help says what GAE gives with V = 0 (
                        "(gamma*lambda)^k), where it said the return: words in an option's help, no setting changed")
 _CRITIC_HELP = {"course_lib/gru/ppo_config.py::PPOConfig": "c573f6080c26"}  # reviewed on 2026-11-28
 STILL_VALID: dict[str, dict] = {
+    "notebooks/data/engine_candidates.json": {
+        "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
+                  "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
+                  + _KL_TO_LEARNER_REASON,
+        "reviewed": {**_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
+                     "benchmarks/engine_candidates.py::llama_update": "db13a173cdda"},
+    },
     "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON

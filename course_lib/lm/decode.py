@@ -323,9 +323,14 @@ def kl_to_learner(snapshot: Snapshot, model, prompt: Sequence[int], ids: Sequenc
     """KL(sampler || learner) at each of `ids` after `prompt`, at the sampling temperature: [len(ids)]. The
     sampler's distributions come from `forced_logits`, the learner's from one forward pass of `model` over
     prompt + ids, as the learner scores what was sampled."""
-    sampler = forced_logits(snapshot, prompt, ids)
     full = torch.tensor([list(prompt) + list(ids)], device=snapshot.device)
-    learner = model(input_ids=full).logits[0, len(prompt) - 1:len(prompt) - 1 + len(ids)].float()
-    s = torch.log_softmax(sampler / temperature, -1)
-    t = torch.log_softmax(learner / temperature, -1)
+    learner = model(input_ids=full).logits[0, len(prompt) - 1:len(prompt) - 1 + len(ids)]
+    return token_kl(forced_logits(snapshot, prompt, ids), learner, temperature)
+
+
+def token_kl(sampler_logits: torch.Tensor, learner_logits: torch.Tensor, temperature: float) -> torch.Tensor:
+    """KL(sampler || learner) per row of two [N, V] logits (any engine's and the learner's at the same
+    positions), between their softmaxes at the sampling temperature, in float32: [N]."""
+    s = torch.log_softmax(sampler_logits.float() / temperature, -1)
+    t = torch.log_softmax(learner_logits.float() / temperature, -1)
     return (s.exp() * (s - t)).sum(-1)
