@@ -8,7 +8,7 @@ import json
 import os
 import statistics
 from pathlib import Path
-from typing import Sequence
+from typing import Callable, Sequence
 
 if __package__:  # imported as benchmarks._common
     from .schema import HEADER_FIELDS, SCHEMA_VERSION
@@ -40,6 +40,21 @@ def gru_record_rates(result: dict) -> dict:
 def gru_record_row(row: dict) -> dict:
     """A per-task row of a GRU evaluation with its greedy fields named as the records name them."""
     return {_GRU_RECORD_ROW.get(k, k): v for k, v in row.items()}
+
+
+def take_turns(contenders: dict[str, Callable[[], dict]], tries: int) -> dict[str, list[dict]]:
+    """Each contender's result, `tries` times, the contenders taking turns (a, b, c, a, b, c, ...): a slow
+    moment of the machine (another process's load) then slows one try of one contender, not every try of it."""
+    runs: dict[str, list[dict]] = {name: [] for name in contenders}
+    for _ in range(tries):
+        for name, run in contenders.items():
+            runs[name].append(run())
+    return runs
+
+
+def fastest(runs: list[dict], key: str = "seconds") -> dict:
+    """The try with the least `key`, with every try's `key` added as tries_s."""
+    return min(runs, key=lambda run: run[key]) | {"tries_s": [run[key] for run in runs]}
 
 
 def write_json(path: Path, data) -> None:

@@ -692,19 +692,20 @@ def wait_for_quiet() -> dict:
 
 
 def timings(candidates: list[Candidate]) -> dict:
-    """Each candidate's two rollouts, TRIES times, alternating: every try's seconds, tokens and load before it."""
-    tries: dict[str, list[dict]] = {c.name: [] for c in candidates}
-    for n in range(TRIES):
-        for c in candidates:
-            load = round(os.getloadavg()[0], 2)
-            start = time.perf_counter()
-            tokens = sum(c.write(group) for group in range(len(GROUPS)))
-            seconds = time.perf_counter() - start
-            tries[c.name].append({"seconds": round(seconds, 2), "tokens": tokens,
-                                  "tokens_per_s": round(tokens / seconds, 1), "load_before": load})
-            print(f"try {n + 1}: {c.name:>20} {tokens / seconds:6.1f} useful tokens/s ({tokens} in {seconds:.1f} s; "
-                  f"load {load})", flush=True)
-    return tries
+    """Each candidate's two rollouts, TRIES times, taking turns: every try's seconds, tokens and load before it."""
+    from _common import take_turns
+
+    def timed(c: Candidate) -> dict:
+        load = round(os.getloadavg()[0], 2)
+        start = time.perf_counter()
+        tokens = sum(c.write(group) for group in range(len(GROUPS)))
+        seconds = time.perf_counter() - start
+        print(f"{c.name:>20} {tokens / seconds:6.1f} useful tokens/s ({tokens} in {seconds:.1f} s; load {load})",
+              flush=True)
+        return {"seconds": round(seconds, 2), "tokens": tokens, "tokens_per_s": round(tokens / seconds, 1),
+                "load_before": load}
+
+    return take_turns({c.name: (lambda c=c: timed(c)) for c in candidates}, TRIES)
 
 
 def matmul_ceiling(r: Rollouts, rows: int = 16, repeats: int = 5) -> dict:

@@ -30,10 +30,14 @@ import os
 import subprocess
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
+
+from _common import fastest, machine, new_record, take_turns, write_json  # noqa: E402
+
 OUTPUT = REPO_ROOT / "notebooks" / "data" / "generation_throughput.json"
 
 MODEL = "smollm2-135m-instruct"
@@ -112,30 +116,28 @@ def measure() -> dict:
     out = {"capability": torch.backends.cpu.get_cpu_capability(), "threads": torch.get_num_threads(), "settings": {}}
     for setting, groups, n, batch in (("rollout", [prompts[:4], prompts[4:8]], 4, 16), ("batch-32", [prompts], 1, 32)):
         out["settings"][setting] = row = {"batch_size": batch, "samples_per_prompt": n}
-        tries: dict[str, list[float]] = {engine: [] for engine in ENGINES}
-        written: dict[str, tuple[int, int]] = {}  # engine -> (rows, useful tokens): the same seed, the same each try
-        for _ in range(STEP_REPEATS):  # alternating, as for the steps, and the faster try kept
-            for engine in ENGINES:
-                runs = [timed_generate(evaluation, model, tokenizer, g, n, engine, batch) for g in groups]
-                tries[engine].append(sum(r["seconds"] for r in runs))
-                written[engine] = (sum(r["rows"] for r in runs), sum(r["tokens"] for r in runs))
+
+        def groups_generated(engine, groups=groups, n=n, batch=batch) -> dict:
+            runs = [timed_generate(evaluation, model, tokenizer, g, n, engine, batch) for g in groups]
+            return {"rows": sum(r["rows"] for r in runs), "tokens": sum(r["tokens"] for r in runs),  # the same seed:
+                    "seconds": sum(r["seconds"] for r in runs)}                                       # the same each try
+
+        tries = take_turns({engine: partial(groups_generated, engine) for engine in ENGINES}, STEP_REPEATS)
         for engine in ENGINES:
-            (rows, tokens), seconds = written[engine], min(tries[engine])
+            best = fastest(tries[engine])
+            rows, tokens, seconds = best["rows"], best["tokens"], best["seconds"]
             row[engine] = {"rows": rows, "tokens": tokens, "seconds": round(seconds, 2),
-                           "tokens_per_s": round(tokens / seconds, 1), "tries_s": [round(t, 2) for t in tries[engine]]}
+                           "tokens_per_s": round(tokens / seconds, 1), "tries_s": [round(t, 2) for t in best["tries_s"]]}
             print(f"[{out['capability']}] {setting:>8} {engine:>4}: {row[engine]['tokens_per_s']:6.1f} useful tokens/s "
                   f"({tokens} in {seconds:.1f} s; tries {row[engine]['tries_s']})", flush=True)
         row["speedup"] = round(row["fast"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
         row["speedup_bf16"] = round(row["fast-bf16"]["tokens_per_s"] / row["hf"]["tokens_per_s"], 2)
     out["int8_candidate"] = int8_mismatch(decode, model, tokenizer, prompts[:4], evaluation)
     del model
-    tries: dict[str, list[dict]] = {name: [] for name in STEP_SETUPS}
-    for _ in range(STEP_REPEATS):  # alternating, so a spike of another process's load slows one try, not a setup
-        for name, setup in STEP_SETUPS.items():
-            tries[name].append(grpo_step(setup))
+    tries = take_turns({name: partial(grpo_step, setup) for name, setup in STEP_SETUPS.items()}, STEP_REPEATS)
     out["grpo_step"] = steps = {}
     for name, runs in tries.items():
-        steps[name] = r = min(runs, key=lambda run: run["step_s"]) | {"tries_s": [run["step_s"] for run in runs]}
+        steps[name] = r = fastest(runs, "step_s")
         r["speedup"] = round(steps["before"]["step_s"] / r["step_s"], 2)
         print(f"[{out['capability']}] GRPO step, {name:>32}: {r['step_s']:5.1f} s (generate {r['generate_s']:.1f}, "
               f"sandbox {r['sandbox_s']:.2f}, score {r['score_s']:.1f}, learn {r['learn_s']:.1f}): "
@@ -147,7 +149,6 @@ def main() -> None:
     if "--measure" in sys.argv:
         print("RESULT " + json.dumps(measure()), flush=True)
         return
-    from _common import machine, new_record, write_json
 
     started = time.perf_counter()
     runs = []

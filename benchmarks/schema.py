@@ -602,19 +602,24 @@ _ONE_MASK = {"course_lib/tokenizers.py::id_mask": "202e32478830",
 _CRITIC_HELP_REASON = ("PPOConfig's critic help says what GAE gives with V = 0 (the return decayed by "
                        "(gamma*lambda)^k), where it said the return: words in an option's help, no setting changed")
 _CRITIC_HELP = {"course_lib/gru/ppo_config.py::PPOConfig": "c573f6080c26"}  # reviewed on 2026-11-28
+_TAKE_TURNS_REASON = ("its tries are timed by _common.take_turns and the fastest kept by _common.fastest (reviewed on "
+                      "2026-11-28): the same contenders in the same order, the same number of tries and the same "
+                      "choice of the least seconds, written once for every timing benchmark")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
                   "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
                   + _KL_TO_LEARNER_REASON,
         "reviewed": {**_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
-                     "benchmarks/engine_candidates.py::llama_update": "db13a173cdda"},
+                     "benchmarks/engine_candidates.py::llama_update": "db13a173cdda",
+                     "benchmarks/engine_candidates.py::timings": "8d546c2b79c5"},
     },
     "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON
-                  + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+                  + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; " + _TAKE_TURNS_REASON,
         "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/generation_throughput.py::main": "01c0060c9c31",
+                     "benchmarks/generation_throughput.py::measure": "dc670a1bbdac",
                      "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER,
                      "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"},
     },
@@ -624,8 +629,10 @@ STILL_VALID: dict[str, dict] = {
                   "same values, one row per engine and measure; main warms both engines up in one loop and averages "
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines")
-                  + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
+                  + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; "
+                  + _TAKE_TURNS_REASON,
         "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
+                     "benchmarks/smollm2_gpu_engines.py::generation": "a8e05f623acb",
                      "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,

@@ -25,11 +25,12 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, new_record, write_json  # noqa: E402
+from _common import fastest, machine, new_record, take_turns, write_json  # noqa: E402
 from generation_throughput import timed_generate  # noqa: E402
 from smollm2_gpu_long import RL_LONG  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT  # noqa: E402
@@ -59,15 +60,11 @@ def sampler_kl(model, tokenizer, prompts, evaluation, decode) -> dict:
 
 def generation(model, tokenizer, prompts, group: int, evaluation) -> dict:
     """Each engine's useful tokens per second on the rollout's rows (one batch), the faster of REPEATS tries."""
-    tries = {engine: [] for engine in ENGINES}
-    for _ in range(REPEATS):  # alternating: a slow moment of the machine hurts one try, not one engine
-        for engine in ENGINES:
-            tries[engine].append(timed_generate(evaluation, model, tokenizer, prompts, group, engine,
-                                                len(prompts) * group))
+    tries = take_turns({engine: partial(timed_generate, evaluation, model, tokenizer, prompts, group, engine,
+                                        len(prompts) * group) for engine in ENGINES}, REPEATS)
     out = {}
     for engine, runs in tries.items():
-        best = min(runs, key=lambda r: r["seconds"])
-        out[engine] = best | {"tries_s": [r["seconds"] for r in runs]}
+        out[engine] = best = fastest(runs)
         print(f"{engine:>4}: {best['tokens_per_s']:7.1f} useful tokens/s ({best['tokens']} tokens, {best['rows']} rows "
               f"in {best['seconds']:.2f} s; tries {out[engine]['tries_s']})", flush=True)
     out["speedup"] = round(out["fast"]["tokens_per_s"] / out["hf"]["tokens_per_s"], 2)

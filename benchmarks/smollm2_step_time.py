@@ -17,11 +17,12 @@ import os
 import statistics
 import sys
 import time
+from functools import partial
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, write_json  # noqa: E402
+from _common import machine, take_turns, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL  # noqa: E402
 
 OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_step_time.json"
@@ -92,19 +93,21 @@ def main() -> None:
     tasks = load_tasks()
     variants = {"reference once per set of rows": None, "reference every epoch": every_epoch}
     one_step(rl, llm_rl, lm_policy, tasks)  # warm-up: the first step in a process pays for allocations
-    rows = {label: [] for label in variants}
-    for _ in range(REPEATS):  # the variants alternate, so a machine that slows down hurts both alike
-        for label, reference in variants.items():
-            original = update.frozen_reference
-            if reference is not None:
-                update.frozen_reference = reference
-            try:
-                r = one_step(rl, llm_rl, lm_policy, tasks)
-            finally:
-                update.frozen_reference = original
-            rows[label].append(r)
-            print(f"{label}: step {r['step_seconds']} s (rollout {r['rollout_seconds']} s, learn "
-                  f"{r['learn_seconds']} s), {r['reference_passes']} reference pass(es)", flush=True)
+
+    def step_with(label: str, reference) -> dict:
+        original = update.frozen_reference
+        if reference is not None:
+            update.frozen_reference = reference
+        try:
+            r = one_step(rl, llm_rl, lm_policy, tasks)
+        finally:
+            update.frozen_reference = original
+        print(f"{label}: step {r['step_seconds']} s (rollout {r['rollout_seconds']} s, learn "
+              f"{r['learn_seconds']} s), {r['reference_passes']} reference pass(es)", flush=True)
+        return r
+
+    # the variants take turns, so a machine that slows down hurts both alike
+    rows = take_turns({label: partial(step_with, label, reference) for label, reference in variants.items()}, REPEATS)
     steps = [r["row"] for runs in rows.values() for r in runs]
     if any(row != steps[0] for row in steps):
         raise SystemExit(f"the steps differ: {steps}")

@@ -156,3 +156,20 @@ def test_record_is_not_older_than_its_code(name):
 def test_still_valid_lists_records_with_a_revision_and_a_reason():
     assert set(schema.STILL_VALID) <= set(WITH_REVISION)
     assert all(entry["reason"].strip() and entry["reviewed"] for entry in schema.STILL_VALID.values())
+
+
+def test_timed_contenders_take_turns_and_the_fastest_try_is_kept():
+    """benchmarks/_common.take_turns runs a, b, a, b (a slow moment hurts one try of one contender), and fastest
+    keeps the try with the least seconds, listing every try's."""
+    from benchmarks import _common
+
+    order, seconds = [], iter([3.0, 1.0, 2.0, 4.0])
+
+    def run(name):
+        order.append(name)
+        return {"seconds": next(seconds), "name": name}
+
+    tries = _common.take_turns({"a": lambda: run("a"), "b": lambda: run("b")}, 2)
+    assert order == ["a", "b", "a", "b"]
+    assert _common.fastest(tries["a"]) == {"seconds": 2.0, "name": "a", "tries_s": [3.0, 2.0]}
+    assert _common.fastest(tries["b"]) == {"seconds": 1.0, "name": "b", "tries_s": [1.0, 4.0]}
