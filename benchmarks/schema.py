@@ -605,6 +605,14 @@ _CRITIC_HELP = {"course_lib/gru/ppo_config.py::PPOConfig": "c573f6080c26"}  # re
 _TAKE_TURNS_REASON = ("its tries are timed by _common.take_turns and the fastest kept by _common.fastest (reviewed on "
                       "2026-11-28): the same contenders in the same order, the same number of tries and the same "
                       "choice of the least seconds, written once for every timing benchmark")
+_ONE_SAMPLER_REASON = ("models.decode is the GRU's one writing loop: generate_ids (every row fed each step) and "
+                       "actor.collect_rollout (finished rows leave the batch) call it with their own rules for choosing "
+                       "a token; the same ids, log-probabilities, values, masks, rewards, bootstraps and episodes bit "
+                       "for bit (3 random GRUs, greedy, T = 1 and T = 0.7 with a mask, rollouts of 5 and 40 tokens "
+                       "with bootstrapped cut-off rows, compared with the code before)")
+_ONE_SAMPLER = {"course_lib/gru/models.py::Decoded": "65e725acda7a", "course_lib/gru/models.py::decode": "74be8e050d4c",
+                "course_lib/gru/models.py::generate_ids": "78435be56b06"}  # reviewed on 2026-11-28
+_ONE_SAMPLER_ROLLOUT = {"course_lib/gru/actor.py::collect_rollout": "8275c52334dc"}  # reviewed on 2026-11-28
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
@@ -640,18 +648,20 @@ STILL_VALID: dict[str, dict] = {
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
+                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
+                     "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
     },
     "notebooks/data/reward_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
+                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
+                     "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
-                  + _ONE_MASK_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
+                  + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON,
+        "reviewed": {**_LEGEND, **_ONE_MASK, **_ONE_SAMPLER, "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
     },
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "

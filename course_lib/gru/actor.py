@@ -13,6 +13,7 @@ from torch.nn.utils.rnn import pack_padded_sequence, pad_packed_sequence
 
 from course_lib.core.rollout import Rollout, distinct_texts, last_token_rewards, minibatch
 from course_lib.gru.batched_env import BatchedCodeGen
+from course_lib.gru.models import decode
 from course_lib.rewards import fraction_passed
 
 
@@ -38,34 +39,30 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     token is drawn with `generator` (a CPU generator, whatever the device) and the Rollout is kept.
     A GPU's logits differ from a CPU's in the last bits, so a GPU run's samples drift from a CPU run's.
     """
-    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
-                         alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
-    model.eval()
-    device = model.embed.weight.device
     B = len(tasks)
-    obs = env.reset(tasks)
     prompts, prompt_index = distinct_prompts(tasks, tokenizer)
-    logits, values, hidden = model.prefill(prompts)  # each distinct prompt read once
-    logits, values = logits.cpu()[prompt_index], values.cpu()[prompt_index]
-    hidden = hidden[:, prompt_index.to(device)].contiguous()
     actions = torch.full((B, max_new_tokens), tokenizer.pad_id, dtype=torch.long)
     logprobs, step_values = torch.zeros(B, max_new_tokens), torch.zeros(B, max_new_tokens)
     mask = torch.zeros(B, max_new_tokens)
-    rows = torch.arange(B)              # the episodes still running, in the order of `logits`
-    for t in range(max_new_tokens):
-        dist_logits = masked_logits(logits, allowed, temperature)
-        action = torch.multinomial(torch.softmax(dist_logits, -1), 1, generator=generator).squeeze(-1)
-        logprobs[rows, t] = torch.log_softmax(dist_logits, -1).gather(-1, action[:, None]).squeeze(-1)
+
+    def sample(logits: torch.Tensor) -> torch.Tensor:
+        return torch.multinomial(torch.softmax(masked_logits(logits, allowed, temperature), -1), 1,
+                                 generator=generator).squeeze(-1)
+
+    def keep(t, rows, logits, values, action):  # what PPO needs of each written token
+        logprobs[rows, t] = torch.log_softmax(masked_logits(logits, allowed, temperature), -1).gather(
+            -1, action[:, None]).squeeze(-1)
         actions[rows, t], step_values[rows, t], mask[rows, t] = action, values, 1.0
-        all_actions = np.full(B, tokenizer.eos_id)
-        all_actions[rows.numpy()] = action.numpy()
-        obs = env.step(all_actions)          # rows already done ignore their action
-        if obs.done.all():
+
+    # each distinct prompt read once; finished rows leave the batch
+    written = decode(model, prompts, sample, eos_id=tokenizer.eos_id, max_new_tokens=max_new_tokens,
+                     prompt_index=prompt_index, drop_finished=True, on_token=keep)
+    env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
+                         alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
+    env.reset(tasks)
+    for t in range(max_new_tokens):  # the environment takes each written token (rows already done ignore theirs)
+        if env.step(np.where(mask[:, t].numpy() > 0, actions[:, t].numpy(), tokenizer.eos_id)).done.all():
             break
-        logits, values, hidden = model.step(action.to(device), hidden)
-        keep = torch.as_tensor(~obs.done[rows.numpy()])
-        rows, logits, values = rows[keep], logits.cpu()[keep], values.cpu()[keep]
-        hidden = hidden[:, keep.to(device)].contiguous()
     episodes = env.results()  # the sandbox runs every program here, in one batch
 
     T = int(mask.sum(1).max())
@@ -73,8 +70,9 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     bootstrap = torch.zeros(B)
     truncated = torch.tensor([e.truncated for e in episodes])
     if bootstrap_truncated and truncated.any():
-        # V(state after the cut): the truncated rows are exactly those still in `rows`; one more critic step.
-        _, next_values, _ = model.step(actions[rows, -1].to(device), hidden)
+        # V(state after the cut): the truncated rows were all still writing at the last step; one more critic step.
+        rows = written.last_rows
+        _, next_values, _ = model.step(actions[rows, -1].to(model.embed.weight.device), written.hidden)
         bootstrap[rows] = next_values.cpu()
     return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
                    actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],

@@ -6,11 +6,16 @@
 `generate` writes completions with it: the prompt is read first, then one token
 at a time is chosen (greedily or by sampling) and fed back, until <eos> or
 `max_new_tokens`. It returns only the new text, never the prompt.
+
+`decode` is the one loop that writes with the GRU: `generate`, chapter 6's
+epsilon-greedy search and the RL rollout (`course_lib.gru.actor.collect_rollout`)
+all call it, each with its own rule for choosing a token.
 """
 
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Callable
 
 import torch
 import torch.nn as nn
@@ -95,7 +100,60 @@ def choose_next(logits: torch.Tensor, *, temperature: float = 1.0, greedy: bool 
     return torch.multinomial(probs, 1, generator=generator).squeeze(-1)
 
 
+@dataclass
+class Decoded:
+    ids: list[list[int]]     # each row's written ids, <eos> included where the row wrote it
+    last_rows: torch.Tensor  # the rows given a token at the last step
+    hidden: torch.Tensor     # those rows' hidden state before that token (a cut-off row's bootstrap reads it)
+
+
 @torch.no_grad()
+def decode(model: GRUPolicy, prompts: list[list[int]], choose: Callable[[torch.Tensor], torch.Tensor], *,
+           eos_id: int, max_new_tokens: int, prompt_index: torch.Tensor | None = None, drop_finished: bool = False,
+           on_token: Callable | None = None) -> Decoded:
+    """The GRU's one writing loop: read the prompts (token ids, <bos> first), then one token per running row a step.
+
+    choose: logits [R, V], on the CPU -> ids [R] (the caller's mask, temperature, greedy or sampled rule).
+    prompt_index: row i continues prompts[prompt_index[i]] (each distinct prompt read once); None: row i is prompt i.
+    drop_finished: a row that wrote <eos> leaves the batch, so a few long rows do not make every row pay; without
+        it, every row is fed each step and its later tokens are ignored (a sampler then draws for every row).
+    on_token(t, rows, logits, values, ids): after step t's choice, for what a caller keeps (a rollout's log-probs).
+    The network runs on its device; each token is chosen on the CPU, so a CPU generator gives a seed the same
+    draws on any device.
+    """
+    was_training = model.training
+    model.eval()
+    try:
+        device = model.embed.weight.device
+        logits, values, hidden = model.prefill(prompts)
+        logits, values = logits.cpu(), values.cpu()
+        if prompt_index is not None:
+            logits, values = logits[prompt_index], values[prompt_index]
+            hidden = hidden[:, prompt_index.to(device)].contiguous()
+        out: list[list[int]] = [[] for _ in range(len(logits))]
+        done = torch.zeros(len(logits), dtype=torch.bool)
+        rows = torch.arange(len(logits))  # the rows in `logits`, in order
+        for t in range(max_new_tokens):
+            token = choose(logits)
+            if on_token is not None:
+                on_token(t, rows, logits, values, token)
+            running = ~done[rows]
+            for i, tok in zip(rows[running].tolist(), token[running].tolist()):
+                out[i].append(tok)
+            done[rows[running]] |= token[running] == eos_id
+            if done.all() or t == max_new_tokens - 1:
+                break
+            logits, values, hidden = model.step(token.to(device), hidden)
+            logits, values = logits.cpu(), values.cpu()
+            if drop_finished:
+                keep = ~done[rows]
+                rows, logits, values = rows[keep], logits[keep], values[keep]
+                hidden = hidden[:, keep.to(device)].contiguous()
+    finally:
+        model.train(was_training)
+    return Decoded(ids=out, last_rows=rows, hidden=hidden)
+
+
 def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens: int,
                  temperature: float = 1.0, greedy: bool = False, allowed_ids=None,
                  generator: torch.Generator | None = None, choose=None) -> list[list[int]]:
@@ -105,29 +163,15 @@ def generate_ids(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tok
     <eos> is finished and its later (ignored) tokens are not returned.
     choose: another rule, masked logits [B, V] -> ids [B] (chapter 6's epsilon-greedy).
     """
-    was_training = model.training
-    model.eval()
-    try:
-        # The network runs on its device; each token is chosen on the CPU, with a CPU generator, so a seed
-        # gives the same draws on any device.
-        device = model.embed.weight.device
-        mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
-        logits, _, hidden = model.prefill([tokenizer.encode(p, add_bos=True) for p in prompts])
-        out: list[list[int]] = [[] for _ in prompts]
-        done = torch.zeros(len(prompts), dtype=torch.bool)
-        for _ in range(max_new_tokens):
-            logits = logits.cpu().masked_fill(~mask, float("-inf"))
-            token = (choose(logits) if choose is not None else
-                     choose_next(logits, temperature=temperature, greedy=greedy, generator=generator))
-            for i in (~done).nonzero().flatten().tolist():
-                out[i].append(int(token[i]))
-            done |= token == tokenizer.eos_id
-            if done.all():
-                break
-            logits, _, hidden = model.step(token.to(device), hidden)
-    finally:
-        model.train(was_training)
-    return out
+    mask = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
+
+    def pick(logits: torch.Tensor) -> torch.Tensor:
+        logits = logits.masked_fill(~mask, float("-inf"))
+        return (choose(logits) if choose is not None else
+                choose_next(logits, temperature=temperature, greedy=greedy, generator=generator))
+
+    return decode(model, [tokenizer.encode(p, add_bos=True) for p in prompts], pick, eos_id=tokenizer.eos_id,
+                  max_new_tokens=max_new_tokens).ids
 
 
 def generate(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens: int,
