@@ -27,8 +27,9 @@ and, where it started from committed checkpoint files, ``pretrained_sha256`` (th
 ``course_lib.runs.file_sha256``, with ``pretrained``, a path, or ``start``, a list of paths, naming them).
 
 ``validate(record)`` lists what is wrong with a record (nothing: it is valid). Records made before this
-format are listed in LEGACY with what they lack and the command that remakes them; tests/test_record_schema.py
-checks that every record validates or is listed, and that every listed file exists.
+format are listed in LEGACY with what they lack. benchmarks/experiments.toml gives every record's command (the one
+that remakes it), device and pages; tests/test_record_schema.py checks that every record validates or is listed,
+that every listed file exists, and that experiments.toml lists every record with its own command.
 
 Staleness. A record that names its code_revision is stale when the code it depends on changed since that
 commit. The rule (``changed_since``): the code a record depends on is its script plus every course_lib
@@ -163,6 +164,7 @@ def validate(record: dict) -> list[str]:
 
 
 RECORD_DIR = "notebooks/data"  # the one records folder: the chapters', the Results pages' and the benchmarks'
+EXPERIMENTS = "benchmarks/experiments.toml"  # every record's command, device and pages
 NOT_RECORDS = ("adapter_config.json",)  # PEFT's settings beside saved adapter weights
 
 
@@ -172,8 +174,8 @@ def record_files(root: Path = ROOT) -> list[Path]:
 
 
 # Records made before this format, which do not validate (validate() says which fields each lacks): path ->
-# what kind of record it is, what it keeps under other names, and the command that remakes it (in this format
-# once its script writes it with new_record). None names the commit it was made at, so none can be checked for
+# what kind of record it is and what it keeps under other names (its command in experiments.toml remakes it, in
+# this format once its script writes it with new_record). None names the commit it was made at, so none can be checked for
 # staleness: each is as valid as its own checks make it (the SHA-256 of the checkpoint it started from where it
 # has one, which tests/test_records.py checks against the committed checkpoint).
 _NO_REVISION = "no code_revision, date or versions (made before new_record)"
@@ -185,95 +187,83 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/explore_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/explore_ablation.py",
-    "notebooks/data/lambda_ablation.json": f"{_GRU_STUDY}. Remake: python benchmarks/lambda_ablation.py",
+    "notebooks/data/explore_ablation.json": _GRU_STUDY,
+    "notebooks/data/lambda_ablation.json": _GRU_STUDY,
     "notebooks/data/ppo_benchmark.json":
-        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary. "
-        "Remake: python benchmarks/ppo_benchmark.py",
+        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
     "notebooks/data/ppo_from_copying_start.json":
         f"no header at all, {_NO_REVISION}: only seeds and runs (a dict by seed, each with its wall_seconds), no "
-        "summary. Remake: python benchmarks/ppo_from_copying_start.py",
-    "notebooks/data/variants_gpu/same_data_seed0.json":
-        f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 240 "
-        "--out notebooks/data/variants_gpu/same_data_seed0.json",
-    **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json":
-       f"{_VARIANTS_GPU}. Remake on a GPU: python benchmarks/variants_pretraining.py --device cuda --epochs 100 "
-       f"--hidden-dim 512 --extra-constants 40 --seed {n} --out notebooks/data/variants_gpu/two_digit_seed{n}.json"
-       for n in (0, 1, 2)},
+        "summary",
+    "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
+    **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json": _VARIANTS_GPU for n in (0, 1, 2)},
     "notebooks/data/gru_ppo_cuda.json":
         "made by hand on a GPU from the commands it lists (python -m course_lib ppo ... --device cuda, resumed "
         "across devices), no script: no schema_version, code_revision, date, device, config or wall time; has "
-        "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it. "
-        "Remake: its commands, on a GPU",
+        "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it",
     # chapters 9-11: the language models
     "notebooks/data/llm_rl_benchmark.json":
         f"{_NO_REVISION}; has script, machine, python, and start with pretrained_sha256 (chapter 9's tiny coder, "
         "checked by tests/test_records.py); no device; settings as common/methods/variants/eval/lora, wall time "
-        "as wall_seconds; runs but no summary. Remake: python benchmarks/llm_rl_benchmark.py",
-    "notebooks/data/smollm2_rl.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_rl.py",
-    "notebooks/data/smollm2_ppo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_methods.py ppo",
-    "notebooks/data/smollm2_reinforce.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_methods.py reinforce",
-    "notebooks/data/trl_grpo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/trl_grpo.py",
-    "notebooks/data/smollm2_teacher_grpo.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_teacher_grpo.py",
-    "notebooks/data/smollm2_humaneval_rl.json": f"{_SMOLLM2_CPU}. Remake: python benchmarks/smollm2_humaneval_rl.py",
+        "as wall_seconds; runs but no summary",
+    "notebooks/data/smollm2_rl.json": _SMOLLM2_CPU,
+    "notebooks/data/smollm2_ppo.json": _SMOLLM2_CPU,
+    "notebooks/data/smollm2_reinforce.json": _SMOLLM2_CPU,
+    "notebooks/data/trl_grpo.json": _SMOLLM2_CPU,
+    "notebooks/data/smollm2_teacher_grpo.json": _SMOLLM2_CPU,
+    "notebooks/data/smollm2_humaneval_rl.json": _SMOLLM2_CPU,
     "notebooks/data/smollm2_humaneval_problems.json":
         f"{_NO_REVISION}; has script, machine and torch_threads; no device, no wall time; runs (the seeds of "
-        "smollm2_humaneval_rl.json re-run, per HumanEval test problem) but no summary. "
-        "Remake: python benchmarks/smollm2_humaneval_problems.py",
+        "smollm2_humaneval_rl.json re-run, per HumanEval test problem) but no summary",
     "notebooks/data/smollm2_rl_humaneval.json":
         f"{_NO_REVISION}; has script, machine and torch_threads; no device, no wall time; runs (the seeds of "
-        "smollm2_rl.json re-run, per HumanEval test problem) but no summary. "
-        "Remake: python benchmarks/smollm2_humaneval_problems.py --protocol course --samples 10",
+        "smollm2_rl.json re-run, per HumanEval test problem) but no summary",
     "notebooks/data/smollm2_gpu_long.json":
         "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
-        "python/torch/transformers, wall time as wall_seconds; runs but no summary. Remake on a GPU: "
-        "python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir notebooks/data/smollm2_gpu_long_adapter",
+        "python/torch/transformers, wall time as wall_seconds; runs but no summary",
     "notebooks/data/smollm2_gpu_seeds.json":
         "no schema_version, code_revision or date; has script, machine and device; versions as top-level "
-        "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary. Remake on a GPU "
-        "(the script now writes this format, its per-seed records naming their commit): "
-        "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)",
+        "python/torch/transformers; no wall time; rows as per_seed (a dict), no runs or summary (the script now "
+        "writes this format, its per-seed records naming their commit)",
     "notebooks/data/smollm2_gpu_seeds_fast.json":
         "the format of smollm2_gpu_seeds.json (made at commit 888e48b, which its log names; the date is in its "
-        "per-seed wall times' log, 2026-11-28); its rl settings name the engine that sampled the rollouts (fast). "
-        "Remake on a GPU: python benchmarks/smollm2_gpu_seeds.py --work DIR --steps 100 --train-seconds 318 "
-        "--engine fast --output notebooks/data/smollm2_gpu_seeds_fast.json",
+        "per-seed wall times' log, 2026-11-28); its rl settings name the engine that sampled the rollouts (fast)",
     "notebooks/data/smollm2_start_sampled.json":
-        f"written by the course's eval command, not by a script: {_NO_REVISION}, no script, command or wall time; "
-        "has machine and device; settings as top-level n_samples/temperature/max_new_tokens. Remake (chapter 10 "
-        "gives it): python -m course_lib eval --model smollm2-135m-instruct --humaneval --samples 10 "
-        "--max-new-tokens 128 --out notebooks/data/smollm2_start_sampled.json",
+        f"written by the course's eval command (chapter 10 gives it), not by a script: {_NO_REVISION}, no script, "
+        "command or wall time; has machine and device; settings as top-level n_samples/temperature/max_new_tokens",
     "notebooks/data/smollm2_start_eval.json":
         f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
-        "wall time; has machine and device. Remake: python -m course_lib eval --model smollm2-135m-instruct "
-        "--humaneval --out notebooks/data/smollm2_start_eval.json",
+        "wall time; has machine and device",
     "notebooks/data/teacher_grpo_benchmark.json":
         f"{_NO_REVISION}; no script, machine or device; settings as settings, wall time as wall_seconds; runs but "
-        "no summary. Remake: python benchmarks/teacher_grpo_benchmark.py",
+        "no summary",
     "notebooks/data/scoring_benchmark.json":
         f"{_NO_REVISION}; has script, machine, python and threads; no device or total wall time (each row has its "
-        "seconds); rows as rows, no summary. Remake: python benchmarks/scoring_benchmark.py",
+        "seconds); rows as rows, no summary",
     "notebooks/data/smollm2_step_time.json":
         f"{_NO_REVISION}; has script, machine and torch_threads; no device or wall time; settings as rl/lora; runs a "
-        "dict keyed by how the reference is scored, summary as mean/same_step. "
-        "Remake: python benchmarks/smollm2_step_time.py",
+        "dict keyed by how the reference is scored, summary as mean/same_step",
     # the batch's kernel client: checks of the book's tooling, not training records
     "notebooks/data/widget_stress-course.json":
         f"a stall count of the batch's kernel client: {_NO_REVISION}, no script, command or machine (device says "
-        "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client course",
+        "'CPU, 2 cores'); rows as cells",
     "notebooks/data/widget_stress-stock.json":
         f"a stall count of papermill's kernel client: {_NO_REVISION}, no script, command or machine (device says "
-        "'CPU, 2 cores'); rows as cells. Remake: python benchmarks/widget_stress.py --client stock",
+        "'CPU, 2 cores'); rows as cells",
     "notebooks/data/widget_stress-plain-stock.json":
         f"a count of plain papermill runs of chapter 6: {_NO_REVISION} (versions as packages, no torch), no script "
-        "or device; has command and machine; rows as chapters. "
-        "Remake: python benchmarks/widget_stress.py --plain 100 --only 06 --stall-s 30",
+        "or device; has command and machine; rows as chapters",
     "notebooks/data/widget_stress-plain-stock-capturing.json":
         f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
         f"it): {_NO_REVISION} (versions as packages, no torch), no script or device; has command and machine; "
-        "rows as chapters. Remake: python benchmarks/widget_stress.py --plain 100 --notebook /tmp/ws/06_head.ipynb "
-        "--stall-s 30 --out notebooks/data/widget_stress-plain-stock-capturing.json (its command, into this folder)",
+        "rows as chapters",
 }
+
+
+def experiments(root: Path = ROOT) -> dict[str, dict]:
+    """benchmarks/experiments.toml: record path -> its entry (command, device, batch_before, by_hand, pages)."""
+    import tomllib
+
+    return {r["path"]: r for r in tomllib.loads((root / EXPERIMENTS).read_text())["record"]}
 
 
 # ---------------------------------------------------------------------------------------------------------

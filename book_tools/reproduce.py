@@ -37,29 +37,25 @@ TIME_LINE = re.compile(r"^(?P<bullet>\s*(?:[-*]\s+)?)\*\*Time on a 2-core CPU:\*
 # The measured part of a stamped line: only the duration is rewritten, the prose that follows it stays.
 TIME_STAMP = re.compile(r"(\*\*Time on a 2-core CPU:\*\* )[^\n,]*(?=, measured by the batch)")
 
-# Command-line runs a chapter reads (too long to run inside its notebook): script (with its
-# arguments, if any), and the file it writes for the notebook. The batch runs a script when its file is missing, or always with
-# --rerun-runs; the notebook names the script that produced what it plots.
-PRE_STEPS = {  # chapter -> the (script, results file) pairs it reads
-    "06_ppo_and_gae": (("benchmarks/ppo_benchmark.py", "notebooks/data/ppo_benchmark.json"),
-                       ("benchmarks/lambda_ablation.py", "notebooks/data/lambda_ablation.json"),
-                       ("benchmarks/explore_ablation.py", "notebooks/data/explore_ablation.json"),
-                       ("benchmarks/ppo_from_copying_start.py", "notebooks/data/ppo_from_copying_start.json"),
-                       ("benchmarks/gru_methods.py", "notebooks/data/gru_methods.json")),
-    "07_reward_shaping": (("benchmarks/reward_ablation.py", "notebooks/data/reward_ablation.json"),),
-    "08_teacher_mixing": (("benchmarks/teacher_ablation.py", "notebooks/data/teacher_ablation.json"),),
-    "10_lora_rl": (("benchmarks/llm_rl_benchmark.py", "notebooks/data/llm_rl_benchmark.json"),
-                   ("benchmarks/smollm2_rl.py", "notebooks/data/smollm2_rl.json"),
-                   ("benchmarks/trl_grpo.py", "notebooks/data/trl_grpo.json"),
-                   ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_reinforce.json"),
-                   ("benchmarks/smollm2_methods.py", "notebooks/data/smollm2_ppo.json"),
-                   ("benchmarks/smollm2_humaneval_rl.py", "notebooks/data/smollm2_humaneval_rl.json"),
-                   ("benchmarks/smollm2_humaneval_problems.py", "notebooks/data/smollm2_humaneval_problems.json"),
-                   ("benchmarks/smollm2_humaneval_problems.py --protocol course --samples 10",
-                    "notebooks/data/smollm2_rl_humaneval.json")),
-    "11_teacher_guided_grpo": (("benchmarks/teacher_grpo_benchmark.py", "notebooks/data/teacher_grpo_benchmark.json"),
-                               ("benchmarks/smollm2_teacher_grpo.py", "notebooks/data/smollm2_teacher_grpo.json")),
-}
+# Command-line runs a chapter reads (too long to run inside its notebook): benchmarks/experiments.toml lists every
+# record with the command that remakes it; those with `batch_before` are made by the batch before that chapter when
+# their file is missing, or always with --rerun-runs. The notebook names the script that produced what it plots.
+EXPERIMENTS = REPO_ROOT / "benchmarks" / "experiments.toml"
+
+
+def pre_steps(path: Path = EXPERIMENTS) -> dict[str, tuple[tuple[str, str], ...]]:
+    """chapter -> the (script with its arguments, record) pairs the batch makes before it, in the file's order."""
+    import tomllib
+
+    steps: dict[str, list[tuple[str, str]]] = {}
+    for record in tomllib.loads(path.read_text())["record"]:
+        if "batch_before" in record:
+            steps.setdefault(record["batch_before"], []).append((record["command"].removeprefix("python "),
+                                                                record["path"]))
+    return {chapter: tuple(pairs) for chapter, pairs in steps.items()}
+
+
+PRE_STEPS = pre_steps()
 
 # Fixed so that notebook outputs are the same on every run (nbval compares them).
 BATCH_ENV = {"PYTHONHASHSEED": "0", "HF_HUB_OFFLINE": "1", "TOKENIZERS_PARALLELISM": "false",

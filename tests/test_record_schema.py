@@ -1,6 +1,7 @@
 """Every record (notebooks/data/, the one records folder) has the one format of benchmarks/schema.py, or is listed
-in its LEGACY with what it lacks and how to remake it; and no record is older than a change to its code
-without a reason (schema.STILL_VALID). Fast: JSON, the AST and a few git calls."""
+in its LEGACY with what it lacks; benchmarks/experiments.toml gives each record's command, device and pages; and no
+record is older than a change to its code without a reason (schema.STILL_VALID). Fast: JSON, the AST and a few git
+calls."""
 
 from __future__ import annotations
 
@@ -36,17 +37,54 @@ def test_the_records_are_found():
 def test_record_validates_or_is_listed_as_legacy(name):
     problems = schema.validate(_load(name))
     if name in schema.LEGACY:
-        assert "Remake" in schema.LEGACY[name], f"LEGACY[{name!r}] names no command that remakes it"
         assert problems, f"{name} now validates: take it out of schema.LEGACY"
     else:
         assert not problems, (f"{name} is not in the record format of benchmarks/schema.py:\n  "
                               + "\n  ".join(problems) + "\nRemake it with a script that uses _common.new_record, "
-                              "or list it in schema.LEGACY with what it lacks and the command that remakes it")
+                              "or list it in schema.LEGACY with what it lacks")
 
 
 def test_every_legacy_entry_names_a_record_that_exists():
     assert set(schema.LEGACY) <= set(NAMES), sorted(set(schema.LEGACY) - set(NAMES))
     assert all(reason.strip() for reason in schema.LEGACY.values())
+
+
+EXPERIMENTS = schema.experiments()
+# the pages that may name a record: the chapters and the book's pages (the Results pages among them)
+PAGES = {p.relative_to(ROOT).as_posix(): p.read_text()
+         for p in sorted((ROOT / "notebooks").glob("*.ipynb")) + sorted((ROOT / "book").rglob("*.md"))
+         if "_build" not in p.parts}
+
+
+def test_experiments_list_every_record_once():
+    assert sorted(EXPERIMENTS) == sorted(NAMES), (
+        f"benchmarks/experiments.toml lists no record for {sorted(set(NAMES) - set(EXPERIMENTS))} and lists "
+        f"{sorted(set(EXPERIMENTS) - set(NAMES))}, which are not records")
+
+
+@pytest.mark.parametrize("name", NAMES)
+def test_an_experiment_names_its_script_device_and_the_pages_that_name_it(name):
+    entry = EXPERIMENTS[name]
+    words = entry["command"].split()
+    assert words[0] == "python", f"{name}: a command runs python, got {entry['command']!r}"
+    if words[1] == "-m":
+        assert words[2] == "course_lib", f"{name}: {entry['command']!r}"
+    else:
+        assert (ROOT / words[1]).is_file(), f"{name}: its command runs {words[1]}, which does not exist"
+    assert entry["device"] in ("cpu", "cuda"), f"{name}: device {entry['device']!r}"
+    assert "--device cuda" not in entry["command"] or entry["device"] == "cuda", (
+        f"{name}: device {entry['device']} but its command is {entry['command']!r}")
+    record = _load(name)
+    if not entry.get("by_hand") and name not in schema.LEGACY:
+        assert record["command"] == entry["command"], (
+            f"{name} was made by {record['command']!r}; experiments.toml says {entry['command']!r}")
+    short = name.removeprefix("notebooks/")
+    naming = sorted(page for page, text in PAGES.items() if short in text)
+    assert sorted(entry["pages"]) == naming, f"{name}: experiments.toml says pages {entry['pages']}, the pages that " \
+                                             f"name it are {naming}"
+    if "batch_before" in entry:
+        assert f"notebooks/{entry['batch_before']}.ipynb" in naming, (
+            f"{name}: the batch makes it before {entry['batch_before']}, which does not read it")
 
 
 def test_some_real_records_validate_fully():
