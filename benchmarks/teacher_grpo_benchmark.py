@@ -2,7 +2,7 @@
 
 Each run starts from Chapter 9's SFT adapter (merged) under a fresh LoRA, trains with
 `course_lib.lm.llm_rl.train_rl` on the train + val tasks' tests, and is evaluated on every split
-with N_SAMPLES samples per task. The SFT start is evaluated too. The settings are chapter 11's
+with SETTINGS["n_samples"] samples per task. The SFT start is evaluated too. The settings are chapter 11's
 defaults; the notebook checks that they match its parameters cell. Jobs run two at a time
 (one torch thread each), so the whole benchmark takes a few minutes on two cores.
 
@@ -17,7 +17,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, new_record, write_json  # benchmarks/_common.py (this folder is on sys.path as a script)
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
@@ -72,10 +72,15 @@ def main() -> int:
     for r in runs:
         print(f"{r['method']:<13} seed {r['seed']}: pass rate train {r['pass_rate']['train']:.3f} "
               f"val {r['pass_rate']['val']:.3f} test {r['pass_rate']['test']:.3f} ({r['seconds']:.0f} s)")
-    data = {"settings": SETTINGS, "seeds": list(SEEDS), "runs": runs,
-            "wall_seconds": round(time.perf_counter() - start, 1), "cpus": os.cpu_count(), "workers": WORKERS}
-    write_json(OUT, data)
-    print(f"wrote {OUT.relative_to(REPO)} in {data['wall_seconds']:.0f} s")
+    record = new_record("benchmarks/teacher_grpo_benchmark.py", config={**SETTINGS, "seeds": list(SEEDS),
+                                                                          "workers": WORKERS},
+                        machine=machine(), device="cpu", seconds=time.perf_counter() - start, threads=1)
+    record["runs"] = runs
+    # pass@1 from n_samples samples at the temperature, by method and split: the mean over the seeds
+    record["summary"] = {m: {sp: round(sum(r["pass_rate"][sp] for r in runs if r["method"] == m) / len(SEEDS), 4)
+                             for sp in ("train", "val", "test")} for m in ("SFT start", *METHODS)}
+    write_json(OUT, record)
+    print(f"wrote {OUT.relative_to(REPO)} in {record['seconds']:.0f} s")
     return 0
 
 
