@@ -233,9 +233,6 @@ LEGACY = {
     "notebooks/data/smollm2_start_eval.json":
         f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
         "wall time; has machine and device",
-    "notebooks/data/teacher_grpo_benchmark.json":
-        f"{_NO_REVISION}; no script, machine or device; settings as settings, wall time as wall_seconds; runs but "
-        "no summary",
     "notebooks/data/scoring_benchmark.json":
         f"{_NO_REVISION}; has script, machine, python and threads; no device or total wall time (each row has its "
         "seconds); rows as rows, no summary",
