@@ -14,14 +14,14 @@ The batch (`python -m book_tools reproduce`) runs it before chapter 10 when the 
 
 from __future__ import annotations
 
+import argparse
 import multiprocessing
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-from _common import provenance, write_json  # benchmarks/_common.py (on sys.path when run as a script)
+from _common import machine, new_record, provenance, write_json  # benchmarks/_common.py (on sys.path as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -86,6 +86,9 @@ def run(job: tuple[str, int]) -> dict:
 
 
 def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--output", type=Path, default=OUTPUT, help="where to write the record")
+    args = parser.parse_args()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     jobs = [(name, seed) for seed in SEEDS for name in (*METHODS, *VARIANTS, "sft")]
     start = time.perf_counter()
@@ -98,13 +101,20 @@ def main() -> None:
     from course_lib.lm import llm
 
     start_files = llm.tiny_start_files()  # every run starts from these: the chapter checks they are its own
-    report = {"script": "benchmarks/llm_rl_benchmark.py", "seeds": list(SEEDS), "common": COMMON, "methods": METHODS,
-              "variants": VARIANTS, "eval": EVAL, "lora": LORA,
-              "start": [str(p.relative_to(REPO_ROOT)) for p in start_files], **provenance(start_files),
-              "runs": runs, "wall_seconds": round(time.perf_counter() - start, 1),
-              "cpus": os.cpu_count(), "python": platform.python_version()}
-    write_json(OUTPUT, report)
-    print(f"wrote {OUTPUT.relative_to(REPO_ROOT)} in {report['wall_seconds']:.0f} s")
+    record = new_record("benchmarks/llm_rl_benchmark.py", config={"seeds": list(SEEDS), "common": COMMON,
+                                                                    "methods": METHODS, "variants": VARIANTS,
+                                                                    "eval": EVAL, "lora": LORA},
+                        machine=machine(), device="cpu", seconds=time.perf_counter() - start, threads=1)
+    record["start"] = [str(p.relative_to(REPO_ROOT)) for p in start_files]
+    record["pretrained_sha256"] = provenance(start_files)["pretrained_sha256"]
+    record["runs"] = runs
+    # pass@1 from EVAL's samples ("{split}_pass_rate") and greedy pass@1, by method and split: the mean over the seeds
+    record["summary"] = {name: {key: round(sum(r[key] for r in runs if r["method"] == name) / len(SEEDS), 4)
+                                for split in ("train", "val", "test")
+                                for key in (f"{split}_pass_rate", f"{split}_greedy_pass@1")}
+                         for name in ("sft", *METHODS, *VARIANTS)}
+    write_json(args.output, record)
+    print(f"wrote {args.output} in {record['seconds']:.0f} s")
 
 
 if __name__ == "__main__":
