@@ -1,6 +1,6 @@
 """Chapter 6's PPO from a start that copies: the GPU-pretrained variants models of chapter 4 (chapter 6).
 
-    python benchmarks/ppo_from_copying_start.py [--seeds 0 1] [--out runs/ppo_from_copying_start]
+    python benchmarks/ppo_from_copying_start.py [--seeds 0 1 2] [--out runs/ppo_from_copying_start]
 
 For each seed N, the whole `python -m course_lib ppo --seed N --pretrained
 notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 updates with exploration)
@@ -17,9 +17,10 @@ import argparse
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
-from _common import write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, new_record, write_json  # benchmarks/_common.py (on sys.path as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "val", "test")
@@ -27,11 +28,12 @@ SPLITS = ("train", "val", "test")
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     p.add_argument("--out", type=Path, default=ROOT / "runs/ppo_from_copying_start")
     p.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks/data/ppo_from_copying_start.json")
     args = p.parse_args(argv)
-    runs = {}
+    started = time.perf_counter()
+    runs = []
     for seed in args.seeds:
         run_dir = args.out / f"seed{seed}"
         checkpoint = ROOT / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt"
@@ -45,14 +47,22 @@ def main(argv=None) -> int:
         gained = {t["id"]: {"start": before[t["id"]]["greedy_completion"], "end": t["greedy_completion"]}
                   for t in result["per_task"]
                   if t["split"] == "val" and t["greedy_passed"] and not before[t["id"]]["greedy_passed"]}
-        runs[f"seed{seed}"] = {  # start and end: greedy pass@1 of each split
-            "start": {split: result["baseline"][f"{split}_greedy_pass@1"] for split in SPLITS},
+        runs.append({  # start and end: greedy pass@1 of each split
+            "seed": seed, "start": {split: result["baseline"][f"{split}_greedy_pass@1"] for split in SPLITS},
             "end": {split: result[f"{split}_greedy_pass@1"] for split in SPLITS},
             "passed": passed, "gained": gained, "updates": result["updates"],
             "wall_seconds": result["wall_seconds"],
-            "checkpoint": str(checkpoint.relative_to(ROOT))}
-        print(f"seed {seed}: {runs[f'seed{seed}']}")
-    write_json(args.notebook_data, {"seeds": args.seeds, "runs": runs})
+            "checkpoint": str(checkpoint.relative_to(ROOT))})
+        print(f"seed {seed}: {runs[-1]}")
+    record = new_record("benchmarks/ppo_from_copying_start.py",
+                        config={"seeds": args.seeds, "ppo": "python -m course_lib ppo's defaults, --pretrained the seed's "
+                                                           "checkpoint"},
+                        machine=machine(), device="cpu", seconds=time.perf_counter() - started,
+                        args=["--seeds", *map(str, args.seeds)])
+    record["runs"] = runs
+    record["summary"] = {when: {split: round(sum(r[when][split] for r in runs) / len(runs), 4) for split in SPLITS}
+                         for when in ("start", "end")}  # greedy pass@1, the mean over the seeds
+    write_json(args.notebook_data, record)
     return 0
 
 
