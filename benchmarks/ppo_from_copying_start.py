@@ -1,6 +1,6 @@
 """Chapter 6's PPO from a start that copies: the GPU-pretrained variants models of chapter 4 (chapter 6).
 
-    python benchmarks/ppo_from_copying_start.py [--seeds 0 1 2] [--out runs/ppo_from_copying_start]
+    python benchmarks/ppo_from_copying_start.py [--seeds 0 1] [--out runs/ppo_from_copying_start]
 
 For each seed N, the whole `python -m course_lib ppo --seed N --pretrained
 notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 updates with exploration)
@@ -28,7 +28,7 @@ SPLITS = ("train", "val", "test")
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    p.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
     p.add_argument("--out", type=Path, default=ROOT / "runs/ppo_from_copying_start")
     p.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks/data/ppo_from_copying_start.json")
     args = p.parse_args(argv)
