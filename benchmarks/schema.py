@@ -201,10 +201,6 @@ LEGACY = {
         "across devices), no script: no schema_version, code_revision, date, device, config or wall time; has "
         "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it",
     # chapters 9-11: the language models
-    "notebooks/data/llm_rl_benchmark.json":
-        f"{_NO_REVISION}; has script, machine, python, and start with pretrained_sha256 (chapter 9's tiny coder, "
-        "checked by tests/test_records.py); no device; settings as common/methods/variants/eval/lora, wall time "
-        "as wall_seconds; runs but no summary",
     "notebooks/data/smollm2_rl.json": _SMOLLM2_CPU,
     "notebooks/data/smollm2_ppo.json": _SMOLLM2_CPU,
     "notebooks/data/smollm2_reinforce.json": _SMOLLM2_CPU,

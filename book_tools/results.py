@@ -1007,7 +1007,8 @@ def tiny_coder_section() -> str:
     record = _read(_TINY)
     if record is None:
         return ""
-    seeds, common, ev = record["seeds"], record["common"], record["eval"]
+    config = record["config"]
+    seeds, common, ev = config["seeds"], config["common"], config["eval"]
     runs = {(r["method"], r["seed"]): r for r in record["runs"]}
     sampled = _measure(ev["n_samples"], ev["temperature"])
 
@@ -1027,18 +1028,18 @@ def tiny_coder_section() -> str:
                       "verdict"],
                      [[label, ROLES[s], sampled] + _paired(values(m, f"{s}_pass_rate"), values("sft", f"{s}_pass_rate"))
                       for m, label in list(_TINY_METHODS.items())[1:] for s in splits])
-    variants = record["variants"]
+    variants = config["variants"]
     sweep, paired = _tiny_sweep_tables(seeds, values, sampled)
     grpo = [row for r in record["runs"] if r["method"] == "grpo" for row in r["curve"]]
-    groups = len(grpo) * record["methods"]["grpo"]["prompts_per_step"]
+    groups = len(grpo) * config["methods"]["grpo"]["prompts_per_step"]
     no_pass = groups - sum(row["groups_with_a_pass"] for row in grpo)
     fast = variants["grpo-lr3e-3"]
     return "\n\n".join([
         "## Chapter 9's tiny coder under the three methods, on a CPU",
         "The tiny coder of chapter 9, from its SFT adapter (merged) under a fresh LoRA (rank "
-        f"{record['lora']['rank']}, alpha {record['lora']['alpha']}), trained by each method for {common['steps']} "
-        f"steps (REINFORCE: {per_step(record['methods']['reinforce'])}; PPO: {per_step(record['methods']['ppo'])}; "
-        f"GRPO: {per_step(record['methods']['grpo'])}, KL weight {record['methods']['grpo']['kl_coef']}), "
+        f"{config['lora']['rank']}, alpha {config['lora']['alpha']}), trained by each method for {common['steps']} "
+        f"steps (REINFORCE: {per_step(config['methods']['reinforce'])}; PPO: {per_step(config['methods']['ppo'])}; "
+        f"GRPO: {per_step(config['methods']['grpo'])}, KL weight {config['methods']['grpo']['kl_coef']}), "
         f"learning rate {common['lr']}, rollouts at T = {common['temperature']} up to {common['max_new_tokens']} "
         f"tokens, reward 1 if every test passes minus {common['length_alpha']} x tokens / 100, the course's train "
         f"and val tasks as the rollout pool; seeds {seeds}. Every model, the start included (once per seed: the "
