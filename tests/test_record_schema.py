@@ -78,8 +78,10 @@ def test_an_experiment_names_its_script_device_and_the_pages_that_name_it(name):
     if not entry.get("by_hand") and name not in schema.LEGACY:
         assert record["command"] == entry["command"], (
             f"{name} was made by {record['command']!r}; experiments.toml says {entry['command']!r}")
-    short = name.removeprefix("notebooks/")
-    naming = sorted(page for page, text in PAGES.items() if short in text)
+    short, stem = name.removeprefix("notebooks/"), Path(name).stem
+    # a page names it by its path, or by its name in quotes (a notebook's f"data/{name}.json")
+    naming = sorted(page for page, text in PAGES.items()
+                    if short in text or any(f"{q}{stem}{q}" in text for q in ('\\"', "'")))
     assert sorted(entry["pages"]) == naming, f"{name}: experiments.toml says pages {entry['pages']}, the pages that " \
                                              f"name it are {naming}"
     if "batch_before" in entry:
