@@ -191,9 +191,6 @@ LEGACY = {
     "notebooks/data/lambda_ablation.json": _GRU_STUDY,
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
-    "notebooks/data/ppo_from_copying_start.json":
-        f"no header at all, {_NO_REVISION}: only seeds and runs (a dict by seed, each with its wall_seconds), no "
-        "summary",
     "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
     **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json": _VARIANTS_GPU for n in (0, 1, 2)},
     "notebooks/data/gru_ppo_cuda.json":

@@ -831,7 +831,7 @@ def copying_start_section() -> str:
     record = _read(path)
     if record is None:
         return ""
-    runs = record["runs"]
+    runs = {f"seed{run['seed']}": run for run in record["runs"]}
     splits = ("train", "val", "test")
     per_seed = [[name, f"`{run['checkpoint']}`", run["updates"], f"{run['wall_seconds']:.0f}"]
                 + [f"{run['start'][s]:.3f} → {run['end'][s]:.3f}" for s in splits] for name, run in runs.items()]
