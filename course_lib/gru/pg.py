@@ -50,7 +50,7 @@ class BernoulliBandit:
         if self.means.dim() != 1 or not ((self.means >= 0) & (self.means <= 1)).all():
             raise ValueError(f"means must be a list of probabilities in [0, 1], got {list(means)}")
         # numpy's generator, not torch's: a torch.Generator with the same seed as the policy's would
-        # draw the very numbers the policy drew, and arm 0 would always pay (it happened to us)
+        # draw the very numbers the policy drew, and arm 0 would always pay (a real bug, easy to write)
         self.rng = np.random.default_rng(seed)
 
     @property
@@ -239,8 +239,8 @@ def sequence_logprobs(model, tokenizer, prompts: Sequence[str], completions: Seq
     its final state starts the GRU over the completions. The state before token t
     is the prompt's for t = 0 and the GRU's output after token t - 1 otherwise;
     gradients flow through both. Positions after a row's last token are padding
-    and get mask 0. (The character-level PPO work log's PPO read log-probs and values at padded positions
-    until it was fixed; the mask is that fix.)
+    and get mask 0. (The character-level PPO work log reports that its PPO read log-probs and values at
+    padded positions until it was fixed, and the mask is that fix: reported there, not run here.)
     """
     ro = written_rollout(tokenizer, prompts, completions)
     allowed = next_token_mask(model.config.vocab_size, tokenizer, allowed_ids)
