@@ -50,7 +50,7 @@ class BernoulliBandit:
         if self.means.dim() != 1 or not ((self.means >= 0) & (self.means <= 1)).all():
             raise ValueError(f"means must be a list of probabilities in [0, 1], got {list(means)}")
         # numpy's generator, not torch's: a torch.Generator with the same seed as the policy's would
-        # draw the very numbers the policy drew, and arm 0 would always pay (a real bug, easy to write)
+        # draw the very numbers the policy drew, and arm 0 would always pay (an easy bug to write)
         self.rng = np.random.default_rng(seed)
 
     @property
