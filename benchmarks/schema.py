@@ -187,7 +187,10 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/explore_ablation.json": _GRU_STUDY,
+    "notebooks/data/explore_ablation.json":
+        f"{_GRU_STUDY}. Checked on 2026-11-28 against the code at 7b14f5d: the script's rerun gave every variant's "
+        "greedy pass@1, per seed and per task, and every update's metrics but wall times to 1e-6; the record is kept "
+        "because that rerun's run times were taken with up to four runs sharing the 2 cores, not two",
     "notebooks/data/lambda_ablation.json": _GRU_STUDY,
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
