@@ -595,7 +595,10 @@ _ONE_SAMPLER_REASON = ("models.decode is the GRU's one writing loop: generate_id
                        "with bootstrapped cut-off rows, compared with the code before)")
 _ONE_SAMPLER = {"course_lib/gru/models.py::Decoded": "65e725acda7a", "course_lib/gru/models.py::decode": "74be8e050d4c",
                 "course_lib/gru/models.py::generate_ids": "78435be56b06"}  # reviewed on 2026-11-28
-_ONE_SAMPLER_ROLLOUT = {"course_lib/gru/actor.py::collect_rollout": "8275c52334dc"}  # reviewed on 2026-11-28
+_ONE_SAMPLER_ROLLOUT = {"course_lib/gru/actor.py::collect_rollout": "2ec26391019b"}  # reviewed on 2026-11-28
+_EOS_BOOTSTRAP_REASON = ("collect_rollout's bootstrap_truncated (off by default, and off in these runs) no longer gives "
+                         "a bootstrap value to a row that wrote <eos> at the last step; its callback is renamed "
+                         "record_token")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
@@ -631,13 +634,13 @@ STILL_VALID: dict[str, dict] = {
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON,
+                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON,
         "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
                      "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
     },
     "notebooks/data/reward_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON,
+                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON,
         "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
                      "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },

@@ -220,3 +220,46 @@ def test_pretraining_is_repeatable():
         model = tiny_model(tok, hidden=32)
         runs.append(pretrain(model, tok, examples, epochs=3, lr=1e-2, batch_size=2, seed=3, progress=False))
     assert runs[0] == runs[1]
+
+
+def test_decode_writes_the_same_ids_whether_finished_rows_stay_or_leave(tok):
+    """models.decode, the GRU's writing loop: greedily, a finished row leaving the batch changes no other row's ids;
+    on_token sees only running rows when they leave, and every row when they stay."""
+    from course_lib.gru.models import decode
+
+    model = tiny_model(tok, hidden=32)
+    with torch.no_grad():
+        model.policy_head.bias[tok.eos_id] += 0.4  # some rows stop early (at steps 2 and 6), some run to the limit
+    prompts = [tok.encode(p, add_bos=True) for p in ["a", "abcdefghij", "xyz\n", "(a+b)", "j"]]
+    seen = {True: [], False: []}
+    out = {}
+    for drop in (True, False):
+        out[drop] = decode(model, prompts, lambda logits: logits.argmax(-1), eos_id=tok.eos_id, max_new_tokens=9,
+                           drop_finished=drop, on_token=lambda t, rows, *_: seen[drop].append(len(rows)))
+    assert out[True].ids == out[False].ids
+    assert any(row[-1] == tok.eos_id for row in out[True].ids) and any(len(row) == 9 for row in out[True].ids)
+    assert set(seen[False]) == {len(prompts)} and seen[True][-1] < len(prompts)
+
+
+def test_a_rollout_bootstraps_only_rows_cut_by_the_limit():
+    """collect_rollout(bootstrap_truncated=True) gives V(state after the cut) to cut-off rows only: a row that wrote
+    <eos> at the very last step ended, and keeps 0."""
+    from course_lib.gru.actor import collect_rollout
+    from course_lib.gru.models import next_token_mask
+    from course_lib.tasks import load_tasks
+
+    tok = course_tokenizer()
+    tasks = load_tasks("train")[:6]
+    allowed = next_token_mask(len(tok), tok, sorted(tok.token_ids("ab1+ \nreturnx()") + [tok.eos_id]))
+    found = False
+    for seed in range(20):
+        torch.manual_seed(seed)
+        model = tiny_model(tok, hidden=16)
+        with torch.no_grad():
+            model.value_head.bias.fill_(0.5)  # a critic that is never exactly 0
+        ro = collect_rollout(model, tok, tasks * 2, allowed=allowed, temperature=1.0, max_new_tokens=4,
+                             generator=torch.Generator().manual_seed(seed), bootstrap_truncated=True)
+        truncated = torch.tensor([e.truncated for e in ro.episodes])
+        assert (ro.bootstrap[~truncated] == 0).all() and (ro.bootstrap[truncated] != 0).all()
+        found |= any(e.terminated and len(e.actions) == 4 for e in ro.episodes)
+    assert found, "no rollout ended with <eos> exactly at the limit: the case this test is for did not occur"

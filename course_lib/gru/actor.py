@@ -49,14 +49,14 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
         return torch.multinomial(torch.softmax(masked_logits(logits, allowed, temperature), -1), 1,
                                  generator=generator).squeeze(-1)
 
-    def keep(t, rows, logits, values, action):  # what PPO needs of each written token
+    def record_token(t, rows, logits, values, action):  # what PPO needs of each written token
         logprobs[rows, t] = torch.log_softmax(masked_logits(logits, allowed, temperature), -1).gather(
             -1, action[:, None]).squeeze(-1)
         actions[rows, t], step_values[rows, t], mask[rows, t] = action, values, 1.0
 
     # each distinct prompt read once; finished rows leave the batch
     written = decode(model, prompts, sample, eos_id=tokenizer.eos_id, max_new_tokens=max_new_tokens,
-                     prompt_index=prompt_index, drop_finished=True, on_token=keep)
+                     prompt_index=prompt_index, drop_finished=True, on_token=record_token)
     env = BatchedCodeGen(tokenizer, max_new_tokens=max_new_tokens, reward_fn=reward_fn or fraction_passed,
                          alphabet=allowed.nonzero().flatten().tolist(), timeout=timeout)
     env.reset(tasks)
@@ -70,10 +70,11 @@ def collect_rollout(model, tokenizer, tasks, *, allowed: torch.Tensor, temperatu
     bootstrap = torch.zeros(B)
     truncated = torch.tensor([e.truncated for e in episodes])
     if bootstrap_truncated and truncated.any():
-        # V(state after the cut): the truncated rows were all still writing at the last step; one more critic step.
+        # V(state after the cut): the truncated rows were all still writing at the last step; one more critic step
+        # for those rows. A row among them that wrote <eos> at that step ended: it keeps a bootstrap of 0.
         rows = written.last_rows
         _, next_values, _ = model.step(actions[rows, -1].to(model.embed.weight.device), written.hidden)
-        bootstrap[rows] = next_values.cpu()
+        bootstrap[rows] = next_values.cpu() * truncated[rows]
     return Rollout(tasks=list(tasks), episodes=episodes, prompts=prompts, prompt_index=prompt_index,
                    actions=actions[:, :T], logprobs=logprobs[:, :T], values=step_values[:, :T],
                    mask=mask[:, :T], rewards=rewards, bootstrap=bootstrap)

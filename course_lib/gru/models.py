@@ -7,9 +7,10 @@
 at a time is chosen (greedily or by sampling) and fed back, until <eos> or
 `max_new_tokens`. It returns only the new text, never the prompt.
 
-`decode` is the one loop that writes with the GRU: `generate`, chapter 6's
+`decode` is the loop that writes a batch with the GRU: `generate`, chapter 6's
 epsilon-greedy search and the RL rollout (`course_lib.gru.actor.collect_rollout`)
-all call it, each with its own rule for choosing a token.
+all call it, each with its own rule for choosing a token. (Chapter 5's
+`pg.gru_policy` instead answers the environment one step at a time.)
 """
 
 from __future__ import annotations
@@ -185,4 +186,4 @@ def generate(model: GRUPolicy, tokenizer, prompts: list[str], *, max_new_tokens:
     """
     ids = generate_ids(model, tokenizer, prompts, max_new_tokens=max_new_tokens, temperature=temperature,
                        greedy=greedy, allowed_ids=allowed_ids, generator=generator)
-    return [tokenizer.decode(row) for row in ids]  # decode drops <eos>
+    return [tokenizer.decode(row) for row in ids]  # tokenizer.decode drops <eos>
