@@ -187,10 +187,6 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/explore_ablation.json":
-        f"{_GRU_STUDY}. Checked on 2026-11-28 against the code at 7b14f5d: the script's rerun gave every variant's "
-        "greedy pass@1, per seed and per task, and every update's metrics but wall times to 1e-6; the record is kept "
-        "because that rerun's run times were taken with up to four runs sharing the 2 cores, not two",
     "notebooks/data/lambda_ablation.json": _GRU_STUDY,
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
@@ -631,6 +627,15 @@ STILL_VALID: dict[str, dict] = {
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
+    },
+    "notebooks/data/explore_ablation.json": {
+        "reason": "made with the code at b7e9d6d: its two worker processes imported course_lib when the run began "
+                  "(08:25), before actor.collect_rollout's bootstrap line was edited in the working tree (08:31, "
+                  "committed as e9ba514), which is what uncommitted_changes saw when the record was written at the "
+                  "end; that edit changes only bootstrap_truncated runs, off here; " + _EOS_BOOTSTRAP_REASON
+                  + ". Every variant's greedy pass@1 per seed and per task equals the record it replaced (made before "
+                  "new_record); its run times are this quiet machine's, two runs at a time",
+        "reviewed": {**_ONE_SAMPLER_ROLLOUT},
     },
     "notebooks/data/teacher_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
