@@ -250,9 +250,9 @@ LEGACY = {
 
 def experiments(root: Path = ROOT) -> dict[str, dict]:
     """benchmarks/experiments.toml: record path -> its entry (command, device, batch_before, by_hand, pages)."""
-    import tomllib
+    from book_tools.reproduce import experiments as entries  # the one reader of the file, the batch's
 
-    return {r["path"]: r for r in tomllib.loads((root / EXPERIMENTS).read_text())["record"]}
+    return {r["path"]: r for r in entries(root / EXPERIMENTS)}
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -43,12 +43,17 @@ TIME_STAMP = re.compile(r"(\*\*Time on a 2-core CPU:\*\* )[^\n,]*(?=, measured b
 EXPERIMENTS = REPO_ROOT / "benchmarks" / "experiments.toml"
 
 
-def pre_steps(path: Path = EXPERIMENTS) -> dict[str, tuple[tuple[str, str], ...]]:
-    """chapter -> the (script with its arguments, record) pairs the batch makes before it, in the file's order."""
+def experiments(path: Path = EXPERIMENTS) -> list[dict]:
+    """benchmarks/experiments.toml's entries, one per record (path, command, device, pages, ...), in its order."""
     import tomllib
 
+    return tomllib.loads(path.read_text())["record"]
+
+
+def pre_steps(path: Path = EXPERIMENTS) -> dict[str, tuple[tuple[str, str], ...]]:
+    """chapter -> the (script with its arguments, record) pairs the batch makes before it, in the file's order."""
     steps: dict[str, list[tuple[str, str]]] = {}
-    for record in tomllib.loads(path.read_text())["record"]:
+    for record in experiments(path):
         if "batch_before" in record:
             steps.setdefault(record["batch_before"], []).append((record["command"].removeprefix("python "),
                                                                 record["path"]))
