@@ -179,15 +179,12 @@ def record_files(root: Path = ROOT) -> list[Path]:
 # staleness: each is as valid as its own checks make it (the SHA-256 of the checkpoint it started from where it
 # has one, which tests/test_records.py checks against the committed checkpoint).
 _NO_REVISION = "no code_revision, date or versions (made before new_record)"
-_GRU_STUDY = (f"{_NO_REVISION}; has script, machine and pretrained_sha256; no device or threads; settings as "
-              "base_config, wall time as total_seconds, rows as metrics/per_task (no runs list)")
 _SMOLLM2_CPU = (f"{_NO_REVISION}; has script, machine, python and torch_threads; no device (the CPU); settings as "
                 "rl/greedy/sampled/lora, wall time as wall_seconds; runs but no summary")
 _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docstring gives the options): no header at "
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/lambda_ablation.json": _GRU_STUDY,
     "notebooks/data/ppo_benchmark.json":
         f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
     "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
@@ -627,21 +624,6 @@ STILL_VALID: dict[str, dict] = {
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
-    },
-    "notebooks/data/explore_ablation.json": {
-        "reason": "made with the code at b7e9d6d: its two worker processes imported course_lib when the run began "
-                  "(08:25), before actor.collect_rollout's bootstrap line was edited in the working tree (08:31, "
-                  "committed as e9ba514), which is what uncommitted_changes saw when the record was written at the "
-                  "end; that edit changes only bootstrap_truncated runs, off here; " + _EOS_BOOTSTRAP_REASON
-                  + ". Every variant's greedy pass@1 per seed and per task equals the record it replaced (made before "
-                  "new_record); its run times are this quiet machine's, two runs at a time",
-        "reviewed": {**_ONE_SAMPLER_ROLLOUT},
-    },
-    "notebooks/data/teacher_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
-                     "benchmarks/teacher_ablation.py::record": "51304d5717f5"},
     },
     "notebooks/data/reward_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON

@@ -1,24 +1,25 @@
-"""Teacher mixing, ablated: four variants x three seeds of PPO from chapter 4's checkpoint (chapter 8).
+"""The GRU's studies: variants x seeds of chapter 6's PPO run from chapter 4's checkpoint, each study a config file.
 
-    python benchmarks/teacher_ablation.py [--seeds 0 1 2] [--out runs/teacher_ablation] [--updates 10]
+    python benchmarks/gru_study.py benchmarks/studies/NAME.toml [--seeds 0 1] [--variants A B] [--updates N]
+                                   [--out runs/NAME] [--jobs 2]
 
-Variants (everything else is chapter 6's PPO, self-imitation included, from the same start
-notebooks/checkpoints/gru_pretrained.pt):
+A study's file (benchmarks/studies/*.toml, its comments say what it asks) gives its name (the record is
+notebooks/data/NAME.json), the run's length (updates, episodes per update, greedy evaluation every so many
+updates), the seeds, and its variants: each a table of `course_lib.gru.trainer.PPOConfig` settings laid over
+the study's base (below). Options on the command line override the file's and become part of the record's
+command.
 
-    none       no teacher: bc_coef 0, no teacher episodes
-    episodes   teacher episodes only: 16 passing programs per update (train reference solutions and
-               the start policy's passing greedy programs) added to the 64 sampled episodes
-               (minibatches grow to match: every variant takes 4 gradient steps per update)
-    bc         behaviour cloning only on the train solutions, bc_coef 2 faded along a cosine to 0.5
-    both       teacher episodes and behaviour cloning
+Base: chapter 6's PPO from notebooks/checkpoints/gru_pretrained.pt, self-imitation and behaviour cloning as
+PPOConfig's defaults give them, exploration off unless a variant sets it, groups of 8 episodes, one torch
+thread a run, and the same number of gradient steps per update in every variant (2 minibatches x 2 epochs,
+teacher episodes included).
 
 Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
-a run whose eval.json exists is reused (delete its folder to redo it). Writes OUT/summary.json and a
-compact copy for the notebook (--notebook-data): mean and spread (sample standard deviation) over the
-seeds of every greedy pass rate (train, val and test; near and far), plus each run's metrics per update.
-Small on purpose (two runs at a time, one torch thread each, on 2 cores): the gaps it shows are between
-variants of the same short run, not the ceiling of any of them. Runs are seeded and independent, so
---jobs changes the time, not the results.
+a run whose eval.json exists is reused (delete its folder to redo it). Writes OUT/summary.json and the
+record (--notebook-data): mean and spread (sample standard deviation) over the seeds of every greedy pass
+rate (train, val and test; near and far), each run's metrics per update and greedy result per task. Runs
+are seeded and independent, so --jobs changes the time, not the results; run seconds include the sharing
+of the cores between the runs at a time.
 """
 
 from __future__ import annotations
@@ -35,12 +36,6 @@ from _common import gru_record_rates, new_record, provenance, stats, write_json 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-VARIANTS = {
-    "none": dict(bc_coef=0.0),
-    "episodes": dict(bc_coef=0.0, teacher_source="both", teacher_episodes=16),
-    "bc": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25),
-    "both": dict(bc_coef=2.0, bc_schedule="cosine", bc_final=0.25, teacher_source="both", teacher_episodes=16),
-}
 # greedy pass@1 of each group, as the record names it (`_common.gru_record_rates`)
 KEYS = ("train_pass_rate", "val_pass_rate", "val_near_pass_rate", "val_far_pass_rate",
         "test_pass_rate", "test_near_pass_rate", "test_far_pass_rate")
@@ -57,7 +52,7 @@ def base_config(args) -> dict:
                 explore_episodes=0)  # chapter 6's exploration: off unless a variant sets it
 
 
-def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
+def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
     from course_lib.gru.trainer import PPOConfig
     from course_lib.gru.ppo_run import run
@@ -85,7 +80,7 @@ def run_one(variant: str, seed: int, args, variants=VARIANTS) -> dict:
     return result
 
 
-def record(name: str, args, variants: dict, results: dict, summary: dict) -> dict:
+def record(args, variants: dict, results: dict, summary: dict, command_args: list[str]) -> dict:
     """The record (benchmarks/schema.py's format): the header, one row per run, and under the names the
     chapters and Results pages read, the summary, each run's metrics per update and greedy result per task."""
     from course_lib.gru.ppo_run import read_metrics
@@ -94,8 +89,8 @@ def record(name: str, args, variants: dict, results: dict, summary: dict) -> dic
     made = provenance(args.pretrained)
     config = {k: v for k, v in base_config(args).items() if k != "pretrained"}
     total_seconds = round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1)
-    data = new_record(f"benchmarks/{name}.py", config={"seeds": args.seeds, "variants": variants, **config},
-                      machine=made["machine"], device="cpu", seconds=total_seconds,
+    data = new_record("benchmarks/gru_study.py", config={"seeds": args.seeds, "variants": variants, **config},
+                      machine=made["machine"], device="cpu", seconds=total_seconds, args=command_args,
                       threads=config["threads"])  # each run's (args.jobs runs at a time)
     data |= {
         "runs": [{"variant": v, "seed": s, **gru_record_rates(results[v][s]),
@@ -118,20 +113,56 @@ def record(name: str, args, variants: dict, results: dict, summary: dict) -> dic
     return data
 
 
-def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10, episodes=64, eval_every=0) -> int:
-    """Run every variant x seed (two at a time), summarise, write OUT/summary.json and the notebook's copy.
-    Another ablation (e.g. explore_ablation.py) calls this with its own variants and defaults."""
-    parser = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
-    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants))
+def read_study(path: Path) -> dict:
+    """A study's file: name, updates, episodes, eval_every, seeds and variants (a table of PPOConfig settings
+    each), checked so that a mistake is named before any run starts."""
+    import tomllib
+
+    from course_lib.gru.trainer import PPOConfig
+
+    try:
+        study = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SystemExit(f"{path}: cannot read the study ({e}); see benchmarks/studies/ for examples")
+    need = {"name": str, "updates": int, "episodes": int, "eval_every": int, "seeds": list, "variants": dict}
+    wrong = [f"{k} (expected {t.__name__})" for k, t in need.items() if not isinstance(study.get(k), t)]
+    extra = sorted(set(study) - set(need))
+    if wrong or extra or not study.get("variants"):
+        raise SystemExit(f"{path}: " + "; ".join(
+            ([f"missing or wrong: {', '.join(wrong)}"] if wrong else [])
+            + ([f"unknown keys: {', '.join(extra)}"] if extra else [])
+            + ([] if study.get("variants") else ["no [variants.NAME] table"])))
+    fields = set(PPOConfig.__dataclass_fields__)
+    for variant, settings in study["variants"].items():
+        unknown = sorted(set(settings) - fields)
+        if unknown:
+            raise SystemExit(f"{path}: variant {variant!r} sets {', '.join(unknown)}, which PPOConfig does not have "
+                             f"(python -m course_lib ppo --help lists its settings)")
+    return study
+
+
+def main(argv=None) -> int:
+    """Run every variant x seed of a study (two at a time), summarise, write OUT/summary.json and the record."""
+    pre = argparse.ArgumentParser(add_help=False)
+    pre.add_argument("study", type=Path, nargs="?")
+    known, _ = pre.parse_known_args(argv)
+    study = read_study(known.study) if known.study else None
+    name = study["name"] if study else "NAME"
+    variants = study["variants"] if study else {}
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", type=Path, help="the study's file, benchmarks/studies/NAME.toml")
+    parser.add_argument("--seeds", type=int, nargs="+", default=study and study["seeds"])
+    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants) or None)
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / name)
     parser.add_argument("--pretrained", type=Path, default=ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
-    parser.add_argument("--updates", type=int, default=updates, help="PPO updates per run")
-    parser.add_argument("--episodes", type=int, default=episodes, help="sampled episodes per update")
-    parser.add_argument("--eval-every", type=int, default=eval_every, help="greedy evaluation every this many updates")
+    parser.add_argument("--updates", type=int, default=study and study["updates"], help="PPO updates per run")
+    parser.add_argument("--episodes", type=int, default=study and study["episodes"],
+                        help="sampled episodes per update")
+    parser.add_argument("--eval-every", type=int, default=study and study["eval_every"],
+                        help="greedy evaluation every this many updates (0: at the end only)")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
     parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / f"{name}.json")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores
         import multiprocessing
@@ -151,11 +182,22 @@ def main(*, variants=VARIANTS, doc=__doc__, name="teacher_ablation", updates=10,
         print(f"{v:10s} " + " ".join(f"{summary[v][k]['mean']:6.3f}±{summary[v][k]['std']:.3f}" for k in KEYS))
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
-    data = record(name, args, variants, results, summary)
+    data = record(args, {v: variants[v] for v in args.variants}, results, summary, _command_args(argv))
     write_json(args.out / "summary.json", {"summary": summary})
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
     return 0
+
+
+def _command_args(argv) -> list[str]:
+    """This run's arguments as the record's command gives them: paths inside the repository relative to it."""
+    out = []
+    for a in (sys.argv[1:] if argv is None else argv):
+        p = Path(a)
+        if p.exists() and p.resolve().is_relative_to(ROOT):
+            a = p.resolve().relative_to(ROOT).as_posix()
+        out.append(a)
+    return out
 
 
 if __name__ == "__main__":
