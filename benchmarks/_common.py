@@ -114,6 +114,28 @@ def code_state() -> dict:
             "uncommitted_changes": not named and bool(git("status", "--porcelain", "course_lib"))}
 
 
+MADE_AT = "made_at.json"  # in a run's folder: the commit and course_lib's state it was started from
+
+
+def reuse_or_clear(run_dir: Path) -> bool:
+    """Whether the finished run in `run_dir` (its eval.json) may be reused: only one started from this commit
+    with course_lib unchanged, as its made_at.json and code_state() say. Otherwise the folder is emptied (an
+    unfinished run, or one made by other code or before made_at.json existed) and made_at.json written for the
+    run the caller now makes, so that a record never names a commit its runs were not made at."""
+    import shutil
+
+    now = code_state()
+    marked = run_dir / MADE_AT
+    if (run_dir / "eval.json").is_file() and marked.is_file() and not now["uncommitted_changes"]:
+        if json.loads(marked.read_text()) == now:
+            return True
+    if run_dir.exists():
+        shutil.rmtree(run_dir)
+    run_dir.mkdir(parents=True)
+    marked.write_text(json.dumps(now) + "\n")
+    return False
+
+
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
                threads: int | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what

@@ -4,7 +4,7 @@
 
 For each seed N, the whole `python -m course_lib ppo --seed N --pretrained
 notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 updates with exploration)
-runs on the CPU into OUT/seedN (reused if its eval.json exists). The checkpoints were pretrained on
+runs on the CPU into OUT/seedN (reused only if it was made at this commit: `_common.reuse_or_clear`). The checkpoints were pretrained on
 one NVIDIA H100 by `benchmarks/variants_pretraining.py --device cuda --epochs 100 --hidden-dim 512
 --extra-constants 40 --seed N --save ...` (about 2 minutes each; about 45 minutes on 2 CPU cores).
 Writes the greedy pass rates of the start and of the end, the tasks passed, the programs of the val
@@ -20,7 +20,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import machine, new_record, write_json  # benchmarks/_common.py (on sys.path as a script)
+from _common import machine, new_record, reuse_or_clear, write_json  # benchmarks/_common.py (on sys.path as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 SPLITS = ("train", "val", "test")
@@ -37,7 +37,9 @@ def main(argv=None) -> int:
     for seed in args.seeds:
         run_dir = args.out / f"seed{seed}"
         checkpoint = ROOT / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt"
-        if not (run_dir / "eval.json").exists():
+        if reuse_or_clear(run_dir):
+            print(f"seed {seed}: reusing {run_dir}, made at this commit")
+        else:
             subprocess.run([sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
                             "--pretrained", str(checkpoint), "--no-progress"], check=True, cwd=ROOT)
         result = json.loads((run_dir / "eval.json").read_text())

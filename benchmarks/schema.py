@@ -33,19 +33,20 @@ that every listed file exists, and that experiments.toml lists every record with
 
 Staleness. A record that names its code_revision is stale when the code it depends on changed since that
 commit. The rule (``changed_since``): the code a record depends on is its script plus every course_lib
-module the script imports, directly or through other course_lib modules, as the files are now (the
-working tree); it changed when one of their top-level definitions (a function, a class, an assignment, any
-other statement) has no identical twin of the same name anywhere in course_lib (for the script: in the
-script) at code_revision. Two definitions are identical when their source is the same once imports,
-docstrings, comments, blank lines and the module part of qualified names (``course_lib.lm.decode.sample``,
-``decode.sample`` where ``decode`` is an imported course_lib module: ``sample``) are left out, so moving a
-file (``git mv``), moving a definition to another module, or changing only its imports, the module its
-callers name, its docstrings or comments is no change; anything else is, even a renamed variable or an
-error message. A stale record fails the test unless STILL_VALID lists each changed
-definition, with the fingerprint it was reviewed at and why the record still holds; a definition changed
+module and every benchmarks/ module (_common.py, another script; not this one) the script imports, directly
+or through those modules, as the files are now (the working tree); it changed when one of their top-level
+definitions (a function, a class, an assignment, any other statement) has no identical twin of the same
+name anywhere in course_lib (for a benchmarks/ module: in the same file) at code_revision. A file under
+benchmarks/ that the record's command names (a study's config file) changed when its text did. Two
+definitions are identical when their source is the same once imports, docstrings, comments, blank lines and
+the module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
+imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
+another module, or changing only its imports, the module its callers name, its docstrings or comments is no
+change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
+STILL_VALID lists each changed definition, with the fingerprint it was reviewed at and why the record still holds; a definition changed
 again after the review fails again. Records without a code_revision cannot be checked this way: they are in
-LEGACY, which says so. Not covered: code outside course_lib and the script (benchmarks/_common.py,
-book_tools), the task files under tasks/, and the installed libraries (the record's versions say which).
+LEGACY, which says so. Not covered: book_tools, the task files under tasks/, and the installed libraries
+(the record's versions say which).
 
     python benchmarks/schema.py                     each record: valid, LEGACY, or what is wrong with it
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
@@ -361,9 +362,14 @@ def _module_file(module: str, root: Path) -> Path | None:
     return None
 
 
+# benchmarks/ modules a script's imports never make a dependency: the record format and its review lists
+NOT_CODE = ("schema",)
+
+
 def dependencies(script: str, root: Path = ROOT) -> list[Path]:
-    """The course_lib files `script` imports, directly or through other course_lib modules (imports inside
-    functions too), with the packages' __init__.py files on the way, as they are in the working tree."""
+    """The code `script` runs besides itself: the course_lib files it imports, directly or through other modules
+    (imports inside functions too), with the packages' __init__.py files on the way, and the benchmarks/ modules
+    it imports (benchmarks/_common.py, another script; not NOT_CODE), as they are in the working tree."""
     seen: set[Path] = set()
     todo = [root / script]
     while todo:
@@ -375,9 +381,17 @@ def dependencies(script: str, root: Path = ROOT) -> list[Path]:
                 modules |= {a.name for a in node.names}
             elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
                 modules |= {node.module} | {f"{node.module}.{a.name}" for a in node.names}
+            elif (isinstance(node, ast.ImportFrom) and node.module and node.level == 1
+                  and path.parent == root / "benchmarks"):
+                modules.add(node.module)  # benchmarks/_common.py's `from .schema import ...`
         for module in modules:
             parts = module.split(".")
             if parts[0] != "course_lib":
+                local = root / "benchmarks" / f"{parts[0]}.py"  # a script's `from _common import ...`
+                if len(parts) == 1 and parts[0] not in NOT_CODE and local.is_file() and local != root / script \
+                        and local not in seen:
+                    seen.add(local)
+                    todo.append(local)
                 continue
             for i in range(1, len(parts) + 1):  # a module's packages are imported with it
                 file = _module_file(".".join(parts[:i]), root)
@@ -385,6 +399,18 @@ def dependencies(script: str, root: Path = ROOT) -> list[Path]:
                     seen.add(file)
                     todo.append(file)
     return sorted(seen)
+
+
+def data_files(record: dict, root: Path = ROOT) -> list[str]:
+    """The files under benchmarks/ that the record's command names besides its script (a study's config file):
+    what it ran is in them too."""
+    import shlex
+
+    try:
+        words = shlex.split(record.get("command") or "")
+    except ValueError:
+        return []
+    return sorted({w for w in words if w != record["script"] and w.startswith("benchmarks/") and (root / w).is_file()})
 
 
 def _is_module(root: Path):
@@ -415,29 +441,38 @@ def _sources_at(revision: str, paths: list[str]) -> dict[str, str]:
 
 def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
     """The definitions the record's code changed since its code_revision: 'path::name' -> fingerprint now
-    (the rule is in this module's docstring). Raises NoHistory where git or the commit is not here."""
+    (the rule is in this module's docstring); a file its command names changed as a whole: 'path::<file>'.
+    Raises NoHistory where git or the commit is not here."""
     revision, script = record["code_revision"], record["script"]
     if not (root / ".git").exists():
         raise NoHistory("not a git clone")
     _git("cat-file", "-e", f"{revision}^{{commit}}")
     old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
                  if p.endswith(".py")]
-    old = _sources_at(revision, old_files + [script])
+    deps = [root / script] + dependencies(script, root)
+    local = [rel for rel in (p.relative_to(root).as_posix() for p in deps) if not rel.startswith("course_lib/")]
+    data = data_files(record, root)
+    old = _sources_at(revision, old_files + local + data)
     was_module = _was_module(old_files)
     pool: dict[str, set[str]] = {}  # course_lib at the revision: name -> fingerprints
     for path in old_files:
         for name, fp in definitions(old.get(path, ""), was_module).items():
             pool.setdefault(name.split(" #")[0], set()).add(fp)
-    old_script = {}
-    for name, fp in definitions(old.get(script, ""), was_module).items():
-        old_script.setdefault(name.split(" #")[0], set()).add(fp)
+    same_file: dict[str, dict[str, set[str]]] = {}  # a benchmarks/ file is compared with itself at the revision
+    for rel in local:
+        for name, fp in definitions(old.get(rel, ""), was_module).items():
+            same_file.setdefault(rel, {}).setdefault(name.split(" #")[0], set()).add(fp)
     changed = {}
-    for path in [root / script] + dependencies(script, root):
+    for path in deps:
         rel = path.relative_to(root).as_posix()
-        then = old_script if rel == script else pool
+        then = same_file.get(rel, {}) if rel in local else pool
         for name, fp in definitions(path.read_text(), _is_module(root)).items():
             if fp not in then.get(name.split(" #")[0], set()):
                 changed[f"{rel}::{name}"] = fp
+    for rel in data:
+        now = (root / rel).read_text()
+        if old.get(rel) != now:
+            changed[f"{rel}::<file>"] = _fingerprint(now)
     return changed
 
 
@@ -592,23 +627,45 @@ _ONE_SAMPLER_ROLLOUT = {"course_lib/gru/actor.py::collect_rollout": "2ec26391019
 _EOS_BOOTSTRAP_REASON = ("collect_rollout's bootstrap_truncated (off by default, and off in these runs) no longer gives "
                          "a bootstrap value to a row that wrote <eos> at the last step; its callback is renamed "
                          "record_token")
+# benchmarks/ modules a script imports (_common.py, another script), followed by the staleness check since 2026-11-28
+# (it had followed course_lib and the script alone): their changes since each record was made, reviewed that day
+_COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/_common.py::provenance": "5fa1ac550882",
+                  "benchmarks/_common.py::code_state": "bcb0551b94a7", "benchmarks/_common.py::new_record": "d6c13acae4e0"}
+_COMMON_HEADER_REASON = ("_common's machine, provenance, code_state and new_record write a record's header (the same "
+                         "machine text on a CPU; the command with the script's arguments; the runs' threads; the commit, "
+                         "or COURSE_CODE_REVISION on a copy without git), not what a run computes")
+_COMMON_TIMING = {"benchmarks/_common.py::take_turns": "b906da099f09", "benchmarks/_common.py::fastest": "e8000eb4a566"}
+_COMMON_TIMING_REASON = ("_common's take_turns and fastest were added after this record was made: the timing loop "
+                         "(where this record's script calls them now, its own review says so)")
+_COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
+                     "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062",
+                     "benchmarks/_common.py::gru_record_rates": "84e719ae6e15",
+                     "benchmarks/_common.py::gru_record_row": "82995fd48d9c"}
+_COMMON_GRU_NAMES_REASON = ("_common's gru_record_rates and gru_record_row, added after this record, name a GRU "
+                            "evaluation's greedy results as the GRU's records name them (this language-model record "
+                            "calls neither), and its import of schema's header names works as a package and as a "
+                            "script alike")
+_GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
+    "benchmarks/generation_throughput.py::main": "01c0060c9c31",
+    "benchmarks/generation_throughput.py::measure": "dc670a1bbdac",
+    "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85",
+    "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"}
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
                   "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
-                  + _KL_TO_LEARNER_REASON,
-        "reviewed": {**_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
+                  + _KL_TO_LEARNER_REASON + "; " + _COMMON_TIMING_REASON,
+        "reviewed": {**_COMMON_TIMING, **_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
                      "benchmarks/engine_candidates.py::llama_update": "db13a173cdda",
                      "benchmarks/engine_candidates.py::timings": "8d546c2b79c5"},
     },
     "notebooks/data/generation_throughput.json": {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON
-                  + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; " + _TAKE_TURNS_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/generation_throughput.py::main": "01c0060c9c31",
-                     "benchmarks/generation_throughput.py::measure": "dc670a1bbdac",
-                     "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85", **_KL_TO_LEARNER,
-                     "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"},
+                  + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; " + _TAKE_TURNS_REASON
+                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_KL_TO_LEARNER,
+                     **_GENERATION_THROUGHPUT_SCRIPT},
     },
     "notebooks/data/smollm2_gpu_engines.json": {
         "reason": "the run on the GPU wrote its rows as one dict by measure; rows_of, added after, turns that dict into "
@@ -617,8 +674,16 @@ STILL_VALID: dict[str, dict] = {
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines")
                   + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; "
-                  + _TAKE_TURNS_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
+                  + _TAKE_TURNS_REASON + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON
+                  + "; it imports generation_throughput.py, whose changes are generation_throughput.json's, reviewed "
+                  "there with the same reasons, and smollm2_gpu_long.py and smollm2_rl.py, where only the engine "
+                  "option's help, the GPU record's header (code_state, threads) and the machine's text changed",
+        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK,
+                     **_GENERATION_THROUGHPUT_SCRIPT,
+                     "benchmarks/smollm2_gpu_long.py::parse": "a5024eb8b6f4",
+                     "benchmarks/smollm2_gpu_long.py::header": "54f0d2f22732",
+                     "benchmarks/smollm2_rl.py::save": "693ee32b77b6",
+                     "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
                      "benchmarks/smollm2_gpu_engines.py::generation": "a8e05f623acb",
                      "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
@@ -627,14 +692,18 @@ STILL_VALID: dict[str, dict] = {
     },
     "notebooks/data/reward_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER, **_ONE_SAMPLER_ROLLOUT,
+                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON
+                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER,
+                     **_ONE_SAMPLER_ROLLOUT,
                      "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
-                  + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_ONE_SAMPLER, "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
+                  + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON
+                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_ONE_SAMPLER,
+                     "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
     },
     "notebooks/data/smollm2_cpu_seeds.json": {
         "reason": f"{_MOVED_REASON}; {_LEFT_PADDED_REASON}; the bfloat16 engine (21c9ac9) is a new option: the "
@@ -643,8 +712,10 @@ STILL_VALID: dict[str, dict] = {
                   f"{_METHOD_TABLE_REASON} (config.rl: method grpo, kl_coef 0.05); {_RENAMED_REASON}; "
                   f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
                   f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; {_FAST_ON_ANY_DEVICE_REASON}; "
-                  + _LEGEND_REASON + "; " + _ONE_MASK_REASON,
-        "reviewed": {**_LEGEND, **_ONE_MASK, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
+                  + _LEGEND_REASON + "; " + _ONE_MASK_REASON
+                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON + "; " + _COMMON_GRU_NAMES_REASON,
+        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_COMMON_GRU_NAMES,
+                     **_LEGEND, **_ONE_MASK, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
                      **_ONE_SCORER, **_CHUNKED, **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
                      "course_lib/lm/decode.py::PRECISIONS": "435d122a2e7f",
@@ -676,14 +747,19 @@ def _show_changes(path: str) -> None:
     revision = record["code_revision"]
     old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
                  if p.endswith(".py")]
-    old = _sources_at(revision, old_files + [record["script"]])
+    local = [p.relative_to(ROOT).as_posix() for p in [ROOT / record["script"]] + dependencies(record["script"])
+             if not p.relative_to(ROOT).as_posix().startswith("course_lib/")]
+    old = _sources_at(revision, old_files + local + data_files(record))
+    was_module = _was_module(old_files)
     for key, fp in changed_since(record).items():
         rel, name = key.split("::", 1)
-        where = [record["script"]] if rel == record["script"] else old_files
-        was_module = _was_module(old_files)
-        before = next((_units(old[f], was_module)[name] for f in where
-                       if f in old and name in _units(old[f], was_module)), "")
-        now = _units((ROOT / rel).read_text(), _is_module(ROOT))[name]
+        if name == "<file>":
+            before, now = old.get(rel, ""), (ROOT / rel).read_text()
+        else:
+            where = [rel] if rel in local else old_files
+            before = next((_units(old[f], was_module)[name] for f in where
+                           if f in old and name in _units(old[f], was_module)), "")
+            now = _units((ROOT / rel).read_text(), _is_module(ROOT))[name]
         status = "reviewed" if _reviewed(path, key, fp) else "NOT REVIEWED"
         print(f"=== {key} {fp} ({status})")
         print("\n".join(difflib.unified_diff(before.splitlines(), now.splitlines(), f"{revision[:8]}", "now",

@@ -34,10 +34,14 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
-def _provenance(record: dict, path: str, script: str | None = None, command: str | None = None) -> str:
-    """The record's device, machine, date and the command that remakes it; `script` or `command` where the
-    record does not name its own (records made before benchmarks/schema.py's format)."""
-    command = record.get("command") or command or f"python {record.get('script') or script or '?'}"
+def _provenance(record: dict, path: str) -> str:
+    """The record's device, machine, date and the command that remakes it, as benchmarks/experiments.toml (the
+    one list of the records and their commands) gives it."""
+    from book_tools.reproduce import experiments
+
+    command = next((e["command"] for e in experiments() if e["path"] == path), None)
+    if command is None:
+        raise KeyError(f"{path} is not in benchmarks/experiments.toml: list it there with the command that remakes it")
     return (f"*Record:* `{path}`. *Device:* {record.get('device', 'cpu')}; *machine:* "
             f"{record.get('machine', 'not recorded')}. "
             f"*Date:* {record.get('date', 'not recorded')}. *Remake:* `{command}`.")
@@ -210,9 +214,7 @@ def start_sampled_section() -> str:
         "answer is often within the model's reach, which is what RL can make likelier. HumanEval is far harder "
         f"for it: {_measure(n, temperature)} over all {n_he} HumanEval problems is {he_all:.3f}.",
         _table(["tasks", "count", "greedy pass@1", _measure(n, temperature), f"pass@{n} from {n} samples"], rows),
-        _provenance(record, path, command="python -m course_lib eval --model smollm2-135m-instruct --humaneval "
-                                          "--samples 10 --max-new-tokens 128 "
-                                          "--out notebooks/data/smollm2_start_sampled.json")])
+        _provenance(record, path)])
 
 
 def _ignored_kl_note(records: list[tuple[str, dict]]) -> str:
@@ -230,27 +232,26 @@ def _ignored_kl_note(records: list[tuple[str, dict]]) -> str:
 
 
 def cpu_methods_section() -> str:
-    records = [("GRPO", "notebooks/data/smollm2_rl.json", "python benchmarks/smollm2_rl.py"),
-               ("REINFORCE", "notebooks/data/smollm2_reinforce.json", "python benchmarks/smollm2_methods.py reinforce"),
-               ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json", "python benchmarks/smollm2_methods.py ppo"),
-               ("GRPO in TRL's GRPOTrainer", "notebooks/data/trl_grpo.json", "python benchmarks/trl_grpo.py")]
-    loaded = [(label, path, command, _read(path)) for label, path, command in records]
-    loaded = [(label, path, command, record) for label, path, command, record in loaded if record is not None]
+    records = [("GRPO", "notebooks/data/smollm2_rl.json"), ("REINFORCE", "notebooks/data/smollm2_reinforce.json"),
+               ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json"),
+               ("GRPO in TRL's GRPOTrainer", "notebooks/data/trl_grpo.json")]
+    loaded = [(label, path, _read(path)) for label, path in records]
+    loaded = [(label, path, record) for label, path, record in loaded if record is not None]
     if not loaded:
         return ""
-    rows = [row for label, _, _, record in loaded for row in _paired_rows(record, label)]
+    rows = [row for label, _, record in loaded for row in _paired_rows(record, label)]
     settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
-                         f"{r['rl']['group_size']}" for label, _, _, r in loaded)
+                         f"{r['rl']['group_size']}" for label, _, r in loaded)
     parts = [
         "## Three methods on the CPU, made with Hugging Face's `generate` sampling",
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
         f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
         "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "
         "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval."
-        + _ignored_kl_note([(label, record) for label, _, _, record in loaded]),
+        + _ignored_kl_note([(label, record) for label, _, record in loaded]),
         _table(["method", "seeds", "split", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval",
                 "verdict"], rows)]
-    by_label = {label: record for label, _, _, record in loaded}
+    by_label = {label: record for label, _, record in loaded}
     if "GRPO" in by_label and "GRPO in TRL's GRPOTrainer" in by_label:
         course = {r["seed"]: r for r in by_label["GRPO"]["runs"] if r["model"] != "start"}
         trl = {r["seed"]: r for r in by_label["GRPO in TRL's GRPOTrainer"]["runs"] if r["model"] != "start"}
@@ -271,7 +272,7 @@ def cpu_methods_section() -> str:
             "in the two loops. TRL minus the course's loop, by seed number:",
             _table(["split", "measure", "seeds", "TRL − course, change ± SE", "t-interval", "per seed", "verdict"],
                    diff)]
-    parts.append("\n".join("- " + _provenance(record, path, command=command) for _, path, command, record in loaded))
+    parts.append("\n".join("- " + _provenance(record, path) for _, path, record in loaded))
     return "\n\n".join(parts)
 
 
@@ -371,7 +372,7 @@ def humaneval_problems_section() -> str:
         "Every change: how the failing answer's generation ended, and the function's length in lines, start → "
         "trained:",
         _table(["seed", "problem", "change", "failing answer ended", "lines, start → trained"], endings),
-        _provenance(record, path, command="python benchmarks/smollm2_humaneval_problems.py")])
+        _provenance(record, path)])
 
 
 def course_humaneval_section() -> str:
@@ -418,8 +419,7 @@ def course_humaneval_section() -> str:
         f"HumanEval test problems, greedy; the start passes "
         f"{', '.join(_he_problem(i, names) for i in record['start_passed'])}:",
         _table(["seed", "passed (of 33)", "gained", "lost"], per_seed),
-        _provenance(record, path, command="python benchmarks/smollm2_humaneval_problems.py --protocol course "
-                                          "--samples 10")])
+        _provenance(record, path)])
 
 
 def gpu_long_section() -> str:
@@ -464,11 +464,10 @@ def gpu_long_section() -> str:
         f"The start on all {start['humaneval164_tasks']} HumanEval problems: greedy "
         f"{start['humaneval164_greedy_passed']} of {start['humaneval164_tasks']}, "
         f"{sampled} {start['humaneval164_pass@1_from_samples']:.3f}.",
-        _provenance(record, path, command="python benchmarks/smollm2_gpu_long.py --device cuda --adapter-dir "
-                                          "notebooks/data/smollm2_gpu_long_adapter")])
+        _provenance(record, path)])
 
 
-def _gpu_seeds_section(path: str, title: str, lead: str, command: str) -> str:
+def _gpu_seeds_section(path: str, title: str, lead: str) -> str:
     """A three-seed GPU record (benchmarks/smollm2_gpu_seeds.py): each measure's start, trained and paired change."""
     record = _read(path)
     if record is None:
@@ -499,7 +498,7 @@ def _gpu_seeds_section(path: str, title: str, lead: str, command: str) -> str:
         "pool the course's test split (15) and HumanEval's test problems (33).",
         _table(["tasks", "measure", "start (mean of the seeds' starts)", "trained (mean ± SE)", "change ± SE",
                 "t-interval", "verdict"], rows),
-        _provenance(record, path, command=command)])
+        _provenance(record, path)])
 
 
 def gpu_seeds_section() -> str:
@@ -508,8 +507,7 @@ def gpu_seeds_section() -> str:
         "The run above again for seeds {seeds}, {side_by_side} side by side on one GPU, {budget} s of training each "
         "({steps} steps of {prompts} prompts x {group} samples; each update summed over pieces of {micro} "
         "completions, the same update in less memory); Hugging Face's `generate` sampled the rollouts. Chapter "
-        "10's section 1 shows the pooled rows.",
-        "python benchmarks/smollm2_gpu_seeds.py --work DIR (it runs benchmarks/smollm2_gpu_long.py per seed)")
+        "10's section 1 shows the pooled rows.")
 
 
 def gpu_seeds_fast_section() -> str:
@@ -519,9 +517,7 @@ def gpu_seeds_fast_section() -> str:
         "the course's fast engine (`engine` {engine}; the learner still scores every sampled id, and its "
         "log-probabilities are the old policy's) and more steps in {budget} s of training each ({steps} steps "
         "of {prompts} x {group}). The evaluation is the run above's (greedy and samples by Hugging Face's "
-        "`generate`), so the starts are the same numbers. The next section times the two samplers on the same GPU.",
-        "python benchmarks/smollm2_gpu_seeds.py --work DIR --steps 100 --train-seconds 318 --engine fast "
-        "--output notebooks/data/smollm2_gpu_seeds_fast.json")
+        "`generate`), so the starts are the same numbers. The next section times the two samplers on the same GPU.")
 
 
 _SECTION1_GPU = {"GPU run 1 (generate)": "notebooks/data/smollm2_gpu_seeds.json",
@@ -629,9 +625,9 @@ def _program(code: str) -> str:
     return _code(" ⏎ ".join(line.strip() for line in code.strip().splitlines()))
 
 
-def _variants_provenance(record: dict, path: str, command: str, machine: str) -> str:
+def _variants_provenance(record: dict, path: str, machine: str) -> str:
     return _provenance({**record, "device": record["settings"]["device"], "machine": machine,
-                        "date": _VARIANTS_COMMITTED}, path, command=command)
+                        "date": _VARIANTS_COMMITTED}, path)
 
 
 def _variants_counts(counts: dict) -> list:
@@ -716,8 +712,7 @@ def variants_cpu_section() -> str:
         _table(["miss", "docstring", "body", "greedy output"], examples),
         "The greedy program for each val task:",
         _table(["val task", "greedy program", "passes"], val),
-        _variants_provenance(record, _VARIANTS_CPU, "python benchmarks/variants_pretraining.py",
-                             "not recorded")])
+        _variants_provenance(record, _VARIANTS_CPU, "not recorded")])
 
 
 def variants_gpu_section() -> str:
@@ -743,12 +738,6 @@ def variants_gpu_section() -> str:
     programs = [[task] + [_program(records[n]["val_outputs"][task])
                           + (" (passes)" if task in records[n]["passed"]["val"] else "") for n in names]
                 for task in tasks]
-    commands = {"same_data_seed0": "python benchmarks/variants_pretraining.py --device cuda --epochs 240 "
-                                   "--out notebooks/data/variants_gpu/same_data_seed0.json"}
-    commands.update({f"two_digit_seed{n}": f"python benchmarks/variants_pretraining.py --device cuda --epochs 100 "
-                                           f"--hidden-dim 512 --extra-constants 40 --seed {n} "
-                                           f"--out notebooks/data/variants_gpu/two_digit_seed{n}.json"
-                     for n in (0, 1, 2)})
     machine = "not recorded (the script's docstring says one NVIDIA H100)"
     return "\n\n".join([
         "## More compute, and blanks drawn from more numbers, on a GPU",
@@ -768,8 +757,7 @@ def variants_gpu_section() -> str:
         "`notebooks/checkpoints/variants_gpu/two_digit_seed0.pt` and `..._seed1.pt`, the copying start of "
         "[chapter 6's results](06_ppo_and_gae.md)):",
         _table(["val task"] + [f"{_VARIANTS_GPU[n]}, seed {records[n]['settings']['seed']}" for n in names], programs),
-        "\n".join("- " + _variants_provenance(records[n], f"notebooks/data/variants_gpu/{n}.json", commands[n],
-                                               machine) for n in names)])
+        "\n".join("- " + _variants_provenance(records[n], f"notebooks/data/variants_gpu/{n}.json", machine) for n in names)])
 
 
 # Chapter 6: the GRU trained by PPO, on a CPU. Every pass rate below is a greedy pass@1 (one
@@ -858,7 +846,7 @@ def copying_start_section() -> str:
         "The val tasks (rewarded: RL saw their tests) each seed's policy passes at the end and not at the start, "
         "with the greedy program before and after:",
         _table(["seed", "task", "start writes", "end writes"], gained),
-        _provenance(record, path, "benchmarks/ppo_from_copying_start.py")])
+        _provenance(record, path)])
 
 
 def ppo_benchmark_section() -> str:
@@ -903,7 +891,7 @@ def ppo_benchmark_section() -> str:
         "What each method spent, per seed (seconds of wall time):",
         _table(["seed", "PPO updates, s", "PPO episodes", "expert iteration", "best-of-N samples",
                 "whole ppo command, s", "of which pretraining, s"], cost),
-        _provenance(b, path, "benchmarks/ppo_benchmark.py")])
+        _provenance(b, path)])
 
 
 def _ablation_section(path: str, title: str, intro: str, labels: dict, columns, pairs) -> str:

@@ -166,7 +166,31 @@ def test_dependencies_follow_course_lib_imports():
     deps = {p.relative_to(ROOT).as_posix() for p in schema.dependencies("benchmarks/smollm2_cpu_seeds.py")}
     assert "course_lib/__init__.py" in deps
     assert {p for p in deps if "/gru/" in p} == set(), "the language-model script does not import the GRU"
-    assert len(deps) >= 10 and all(p.startswith("course_lib/") for p in deps)
+    assert len(deps) >= 10 and all(p.startswith("course_lib/") or p == "benchmarks/_common.py" for p in deps)
+
+
+def test_dependencies_follow_the_benchmark_modules_a_script_imports():
+    """A script's `from _common import ...` and its imports of another script are its code too (and what they
+    import); schema.py, the record format and its review lists, is not."""
+    deps = {p.relative_to(ROOT).as_posix() for p in schema.dependencies("benchmarks/smollm2_gpu_engines.py")}
+    assert {"benchmarks/_common.py", "benchmarks/generation_throughput.py"} <= deps
+    assert "benchmarks/schema.py" not in deps and "benchmarks/smollm2_gpu_engines.py" not in deps
+    assert "course_lib/runs.py" in deps  # through _common.provenance's import
+
+
+def test_a_file_the_command_names_is_part_of_the_code():
+    """A study's config file, named in the record's command, changed since the record's commit: the record is
+    stale (d3318b3 added the study files; a4f0f0c, its parent, had none)."""
+    record = {"script": "benchmarks/gru_study.py", "code_revision": "a4f0f0c",
+              "command": "python benchmarks/gru_study.py benchmarks/studies/teacher_ablation.toml --jobs 2"}
+    assert schema.data_files(record) == ["benchmarks/studies/teacher_ablation.toml"]
+    try:
+        then = schema.changed_since(record)
+        now = schema.changed_since(record | {"code_revision": "HEAD"})
+    except schema.NoHistory as e:
+        pytest.skip(f"no history here: {e}")
+    assert "benchmarks/studies/teacher_ablation.toml::<file>" in then
+    assert not [k for k in now if k.startswith("benchmarks/studies/")]
 
 
 WITH_REVISION = [n for n in NAMES if isinstance(_load(n).get("code_revision"), str)]
