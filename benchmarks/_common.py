@@ -114,9 +114,6 @@ def code_state() -> dict:
             "uncommitted_changes": not named and bool(git("status", "--porcelain", "course_lib"))}
 
 
-MADE_AT = "made_at.json"  # in a run's folder: the commit and course_lib's state it was started from
-
-
 def reuse_or_clear(run_dir: Path) -> bool:
     """Whether the finished run in `run_dir` (its eval.json) may be reused: only one started from this commit
     with course_lib unchanged, as its made_at.json and code_state() say. Otherwise the folder is emptied (an
@@ -125,7 +122,7 @@ def reuse_or_clear(run_dir: Path) -> bool:
     import shutil
 
     now = code_state()
-    marked = run_dir / MADE_AT
+    marked = run_dir / "made_at.json"  # the commit and course_lib's state the run was started from
     if (run_dir / "eval.json").is_file() and marked.is_file() and not now["uncommitted_changes"]:
         if json.loads(marked.read_text()) == now:
             return True

@@ -8,7 +8,8 @@ checkpoint (notebooks/checkpoints/gru_pretrained.pt), so no pretraining is repea
 torch thread. After the updates the policy is evaluated greedily on every split (test included:
 it is never rolled out). Prints, per variant, the mean and spread (sample standard deviation over
 the seeds) of the final pass rates; writes OUT/<variant>/seed<N>/{config.json,metrics.jsonl,eval.json}
-and a compact copy for the chapter's notebook (--notebook-data). A run whose eval.json exists is reused.
+and a compact copy for the chapter's notebook (--notebook-data). A finished run made at this commit is reused
+(`_common.reuse_or_clear`); any other is made again.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, gru_record_row, new_record, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, gru_record_row, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -54,12 +55,9 @@ def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrai
     from course_lib.gru.trainer import EVAL_FILE, PPOConfig, PPOTrainer
 
     run_dir = out / slug(variant) / f"seed{seed}"
-    if (run_dir / EVAL_FILE).exists():
+    if reuse_or_clear(run_dir):  # a finished run made at this commit; any other is made again
         print(f"{variant:14s} seed {seed}: reusing {run_dir}", flush=True)
         return json.loads((run_dir / EVAL_FILE).read_text())
-    if run_dir.exists():  # an unfinished run: start it again
-        for p in run_dir.iterdir():
-            p.unlink()
     config = PPOConfig(seed=seed, pretrained=str(pretrained), updates=updates, reward=spec, **SETTINGS)
     start = time.perf_counter()
     trainer = PPOTrainer(config, run_dir, progress=False)

@@ -36,8 +36,10 @@ commit. The rule (``changed_since``): the code a record depends on is its script
 module and every benchmarks/ module (_common.py, another script; not this one) the script imports, directly
 or through those modules, as the files are now (the working tree); it changed when one of their top-level
 definitions (a function, a class, an assignment, any other statement) has no identical twin of the same
-name anywhere in course_lib (for a benchmarks/ module: in the same file) at code_revision. A file under
-benchmarks/ that the record's command names (a study's config file) changed when its text did. Two
+name anywhere in course_lib (for a benchmarks/ module: in the same file) at code_revision; a function or
+class added to a benchmarks/ module is no change by itself (only code that calls it runs it, and that code
+changed). A file under benchmarks/ that the record's command names (a study's config file) changed when its
+text did. Two
 definitions are identical when their source is the same once imports, docstrings, comments, blank lines and
 the module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
 imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
@@ -401,6 +403,15 @@ def dependencies(script: str, root: Path = ROOT) -> list[Path]:
     return sorted(seen)
 
 
+def _callables(source: str) -> set[str]:
+    """The top-level functions and classes of a module's source."""
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return set()
+    return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
+
+
 def data_files(record: dict, root: Path = ROOT) -> list[str]:
     """The files under benchmarks/ that the record's command names besides its script (a study's config file):
     what it ran is in them too."""
@@ -466,8 +477,11 @@ def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
     for path in deps:
         rel = path.relative_to(root).as_posix()
         then = same_file.get(rel, {}) if rel in local else pool
-        for name, fp in definitions(path.read_text(), _is_module(root)).items():
-            if fp not in then.get(name.split(" #")[0], set()):
+        source = path.read_text()
+        added_ok = _callables(source) if rel in local else set()  # a new function of a benchmarks/ file
+        for name, fp in definitions(source, _is_module(root)).items():
+            base = name.split(" #")[0]
+            if fp not in then.get(base, set()) and not (base in added_ok and base not in then):
                 changed[f"{rel}::{name}"] = fp
     for rel in data:
         now = (root / rel).read_text()
@@ -634,17 +648,11 @@ _COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/
 _COMMON_HEADER_REASON = ("_common's machine, provenance, code_state and new_record write a record's header (the same "
                          "machine text on a CPU; the command with the script's arguments; the runs' threads; the commit, "
                          "or COURSE_CODE_REVISION on a copy without git), not what a run computes")
-_COMMON_TIMING = {"benchmarks/_common.py::take_turns": "b906da099f09", "benchmarks/_common.py::fastest": "e8000eb4a566"}
-_COMMON_TIMING_REASON = ("_common's take_turns and fastest were added after this record was made: the timing loop "
-                         "(where this record's script calls them now, its own review says so)")
 _COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
-                     "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062",
-                     "benchmarks/_common.py::gru_record_rates": "84e719ae6e15",
-                     "benchmarks/_common.py::gru_record_row": "82995fd48d9c"}
-_COMMON_GRU_NAMES_REASON = ("_common's gru_record_rates and gru_record_row, added after this record, name a GRU "
-                            "evaluation's greedy results as the GRU's records name them (this language-model record "
-                            "calls neither), and its import of schema's header names works as a package and as a "
-                            "script alike")
+                     "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062"}
+_COMMON_GRU_NAMES_REASON = ("_common's _GRU_RECORD_ROW, added after this record, is the table of names by which its "
+                            "GRU helpers name a GRU evaluation's greedy results (this language-model record reads "
+                            "none), and its import of schema's header names works as a package and as a script alike")
 _GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
     "benchmarks/generation_throughput.py::main": "01c0060c9c31",
     "benchmarks/generation_throughput.py::measure": "dc670a1bbdac",
@@ -654,8 +662,8 @@ STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
                   "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
-                  + _KL_TO_LEARNER_REASON + "; " + _COMMON_TIMING_REASON,
-        "reviewed": {**_COMMON_TIMING, **_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
+                  + _KL_TO_LEARNER_REASON,
+        "reviewed": {**_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
                      "benchmarks/engine_candidates.py::llama_update": "db13a173cdda",
                      "benchmarks/engine_candidates.py::timings": "8d546c2b79c5"},
     },
@@ -663,8 +671,8 @@ STILL_VALID: dict[str, dict] = {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON
                   + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; " + _TAKE_TURNS_REASON
-                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_KL_TO_LEARNER,
+                  + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_KL_TO_LEARNER,
                      **_GENERATION_THROUGHPUT_SCRIPT},
     },
     "notebooks/data/smollm2_gpu_engines.json": {
@@ -674,11 +682,11 @@ STILL_VALID: dict[str, dict] = {
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines")
                   + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; "
-                  + _TAKE_TURNS_REASON + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON
+                  + _TAKE_TURNS_REASON + "; " + _COMMON_HEADER_REASON
                   + "; it imports generation_throughput.py, whose changes are generation_throughput.json's, reviewed "
                   "there with the same reasons, and smollm2_gpu_long.py and smollm2_rl.py, where only the engine "
                   "option's help, the GPU record's header (code_state, threads) and the machine's text changed",
-        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK,
+        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK,
                      **_GENERATION_THROUGHPUT_SCRIPT,
                      "benchmarks/smollm2_gpu_long.py::parse": "a5024eb8b6f4",
                      "benchmarks/smollm2_gpu_long.py::header": "54f0d2f22732",
@@ -690,19 +698,25 @@ STILL_VALID: dict[str, dict] = {
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
     },
+    "notebooks/data/ppo_from_copying_start.json": {
+        "reason": "main reuses a seed's run folder only if it was made at the current commit (_common.reuse_or_clear) "
+                  "where it reused any folder with an eval.json; this record's two runs were made afresh at its "
+                  "commit, and the command each runs is the same",
+        "reviewed": {"benchmarks/ppo_from_copying_start.py::main": "48b1edbd08cc"},
+    },
     "notebooks/data/reward_ablation.json": {
         "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
                   + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON
-                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER,
+                  + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER,
                      **_ONE_SAMPLER_ROLLOUT,
                      "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
     },
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
                   + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON
-                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_ONE_SAMPLER,
+                  + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_ONE_SAMPLER,
                      "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
     },
     "notebooks/data/smollm2_cpu_seeds.json": {
@@ -713,8 +727,8 @@ STILL_VALID: dict[str, dict] = {
                   f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
                   f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; {_FAST_ON_ANY_DEVICE_REASON}; "
                   + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _COMMON_TIMING_REASON + "; " + _COMMON_HEADER_REASON + "; " + _COMMON_GRU_NAMES_REASON,
-        "reviewed": {**_COMMON_TIMING, **_COMMON_HEADER, **_COMMON_GRU_NAMES,
+                  + "; " + _COMMON_HEADER_REASON + "; " + _COMMON_GRU_NAMES_REASON,
+        "reviewed": {**_COMMON_HEADER, **_COMMON_GRU_NAMES,
                      **_LEGEND, **_ONE_MASK, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
                      **_ONE_SCORER, **_CHUNKED, **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",
