@@ -1,5 +1,5 @@
 """What re-reading a rollout costs the language model: the time and peak memory of one `LMActor.score`
-(forward and backward, as one minibatch of `rl.learn`) on SmolLM2-135M-Instruct, three ways:
+(forward and backward, as one minibatch of `rl.learn`) on SmolLM2-135M-Instruct, four ways:
 
     full logits, cache   the model's defaults: a KV cache built, the vocabulary's logits at every position
     full logits          use_cache=False
@@ -15,23 +15,21 @@ fastest.
 
     python benchmarks/scoring_benchmark.py     writes notebooks/data/scoring_benchmark.json
 
-Measured (the record, 2 cores): 20.2 s and an 11.1 GB peak the course's way, 26.4 s and 11.5 GB with
-the defaults: the peak is the activations the backward pass keeps, not the logits. In micro-batches of
-4 rows: 17.5 s and a 3.5 GB peak, for the same log-probabilities and gradients.
+The record gives each way's seconds and peak memory, and the sum of the log-probabilities it scored (the
+four must agree).
 """
 
 from __future__ import annotations
 
 import json
 import os
-import platform
 import resource
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from _common import machine, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import machine, new_record, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -105,6 +103,7 @@ def measure(way: str) -> dict:
 
 
 def main() -> None:
+    started = time.perf_counter()
     sample_rollout()
     rows = []
     for way in WAYS:
@@ -115,10 +114,16 @@ def main() -> None:
         print(f"{way:<20} {row['seconds']:>7.2f} s  peak {row['peak_rss_mb']:>6} MB  (sum of log-probs {row['logprob_sum']})",
               flush=True)
     sums = [r["logprob_sum"] for r in rows]
-    assert max(sums) - min(sums) < 1e-2, f"the three ways must score the same log-probabilities, got {sums}"
-    write_json(OUTPUT, {"script": "benchmarks/scoring_benchmark.py", "model": "smollm2-135m-instruct", "rows": rows,
-                        "threads": THREADS, "machine": machine(),
-                        "python": platform.python_version()})
+    assert max(sums) - min(sums) < 1e-2, f"the four ways must score the same log-probabilities, got {sums}"
+    record = new_record("benchmarks/scoring_benchmark.py",
+                        config={"model": "smollm2-135m-instruct", "ways": list(WAYS), "tries": 3,
+                                "rollout": "4 HumanEval training problems x 4 samples, chat style, up to 128 new "
+                                           f"tokens at T = {TEMPERATURE}, seed 0"},
+                        machine=machine(), device="cpu", seconds=time.perf_counter() - started, threads=THREADS)
+    record["runs"] = rows
+    record["summary"] = {r["way"]: {"seconds": r["seconds"], "peak_rss_mb": r["peak_rss_mb"]} for r in rows} | {
+        "logprob_sums_agree_within": 1e-2}
+    write_json(OUTPUT, record)
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
 
 

@@ -22,7 +22,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from _common import machine, take_turns, write_json  # noqa: E402
+from _common import machine, new_record, take_turns, write_json  # noqa: E402
 from smollm2_rl import LORA, MODEL, REPO_ROOT, RL  # noqa: E402
 
 OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_step_time.json"
@@ -73,13 +73,16 @@ def one_step(rl_module, llm_rl, lm_policy, tasks) -> dict:
         lm_policy.LMActor.reference_logprobs = reference_logprobs
         llm_rl.LMTrainer.collect = collect
         rl_module.learn = learn
-    return {"step_seconds": round(total, 1), "rollout_seconds": round(timed["collect"], 1),
+    from course_lib.lm.evaluation import pick_engine
+
+    engine = STEP.get("engine", "auto")
+    return {"engine": pick_engine(model, None if engine == "auto" else engine, STEP["temperature"]),  # sampled with
+            "step_seconds": round(total, 1), "rollout_seconds": round(timed["collect"], 1),
             "learn_seconds": round(timed["learn"], 1), "reference_passes": calls["reference"],
             "row": {k: v for k, v in row.items() if k != "seconds"}}
 
 
 def main() -> None:
-    import torch
     import transformers
 
     from course_lib.lm import llm_rl, lm_policy
@@ -87,6 +90,7 @@ def main() -> None:
     from course_lib.sandbox import run_tests
     from course_lib.tasks import load_tasks
 
+    started = time.perf_counter()
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     transformers.utils.logging.disable_progress_bar()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
@@ -116,10 +120,14 @@ def main() -> None:
                for label, runs in rows.items()}
     for label, mean in summary.items():
         print(f"{label}, mean of {REPEATS}: {mean}")
-    write_json(OUTPUT, {"script": "benchmarks/smollm2_step_time.py", "model": MODEL, "rl": STEP, "lora": LORA,
-                        "seed": SEED, "rollout_pool": "course train + val", "repeats": REPEATS,
-                        "runs": rows, "mean": summary, "same_step": True, "torch_threads": torch.get_num_threads(),
-                        "machine": machine()})
+    record = new_record("benchmarks/smollm2_step_time.py",
+                        config={"model": MODEL, "rl": STEP, "lora": LORA, "seed": SEED, "repeats": REPEATS,
+                                "rollout_pool": "course train + val", "variants": list(variants)},
+                        machine=machine(), device="cpu", seconds=time.perf_counter() - started)
+    record["runs"] = [{"variant": label, "try": n, **{k: v for k, v in r.items() if k != "row"}}
+                      for label, runs in rows.items() for n, r in enumerate(runs)]
+    record["summary"] = {"mean": summary, "same_step": True, "step_row": steps[0]}
+    write_json(OUTPUT, record)
     print(f"wrote {OUTPUT.relative_to(REPO_ROOT)}")
 
 
