@@ -97,9 +97,10 @@ def provenance(pretrained) -> dict:
 
 
 def code_state() -> dict:
-    """The code a run starts from: {"code_revision": the commit, "uncommitted_changes": whether course_lib/ differed
+    """The code a run starts from: {"code_revision": the commit, "uncommitted_changes": whether course_lib/ or
+    benchmarks/ (its scripts and studies; not schema.py or experiments.toml, the format and the list) differed
     from it}. COURSE_CODE_REVISION names the commit where the tree is a copy whose .git is absent or stale (a GPU
-    machine's copy); its course_lib is then that commit's."""
+    machine's copy); its code is then that commit's."""
     import subprocess
 
     def git(*args):
@@ -111,7 +112,9 @@ def code_state() -> dict:
 
     named = os.environ.get("COURSE_CODE_REVISION")
     return {"code_revision": named or git("rev-parse", "HEAD"),
-            "uncommitted_changes": not named and bool(git("status", "--porcelain", "course_lib"))}
+            "uncommitted_changes": not named and bool(git("status", "--porcelain", "--", "course_lib", "benchmarks",
+                                                          ":(exclude)benchmarks/schema.py",
+                                                          ":(exclude)benchmarks/experiments.toml"))}
 
 
 def reuse_or_clear(run_dir: Path) -> bool:
@@ -134,12 +137,13 @@ def reuse_or_clear(run_dir: Path) -> bool:
 
 
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
-               threads: int | None = None) -> dict:
+               threads: int | None = None, code: dict | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what
     made it (script, command, code revision, library versions), with which settings, on what, when and in
     how long. The caller adds the rows (runs) and the summary; schema.validate checks the whole record.
     args: the script's command-line arguments, part of the command that remakes the record. threads: each
-    run's torch threads where the runs did not use this process's (runs in worker processes, one thread each)."""
+    run's torch threads where the runs did not use this process's (runs in worker processes, one thread each).
+    code: the code_state() the runs were made at, where they were not made by this process since it began."""
     import datetime
     import platform
     import shlex
@@ -153,7 +157,7 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
         except ImportError:
             pass
     record = {"schema_version": SCHEMA_VERSION, "script": script, "command": shlex.join(["python", script, *args]),
-              **code_state(), "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
+              **(code or code_state()), "date": datetime.date.today().isoformat(), "machine": machine, "device": device,
               "cpu_capability": torch.backends.cpu.get_cpu_capability(),
               "threads": torch.get_num_threads() if threads is None else threads,
               "versions": versions, "config": config, "seconds": round(seconds, 1)}

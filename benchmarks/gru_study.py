@@ -15,7 +15,8 @@ thread a run, and the same number of gradient steps per update in every variant 
 teacher episodes included).
 
 Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
-a run whose eval.json exists is reused (delete its folder to redo it). Writes OUT/summary.json and the
+a finished run made at this commit is reused, any other made again (`_common.reuse_or_clear`), and the
+record names the commit every run was made at. Writes OUT/summary.json and the
 record (--notebook-data): mean and spread (sample standard deviation) over the seeds of every greedy pass
 rate (train, val and test; near and far), each run's metrics per update and greedy result per task. Runs
 are seeded and independent, so --jobs changes the time, not the results; run seconds include the sharing
@@ -31,7 +32,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, new_record, provenance, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import gru_record_rates, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -52,22 +53,24 @@ def base_config(args) -> dict:
                 explore_episodes=0)  # chapter 6's exploration: off unless a variant sets it
 
 
-def run_one(variant: str, seed: int, args, variants: dict) -> dict:
-    """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
-    from course_lib.gru.trainer import PPOConfig
-    from course_lib.gru.ppo_run import run
-
-    run_dir = args.out / variant / f"seed{seed}"
-    if (run_dir / "eval.json").exists():
-        print(f"{variant} seed {seed}: reusing {run_dir}", flush=True)
-        return json.loads((run_dir / "eval.json").read_text())
-    if run_dir.exists():  # an interrupted run: start it again
-        for f in run_dir.iterdir():
-            f.unlink() if f.is_file() else None
+def settings_of(variant: str, seed: int, args, variants: dict) -> dict:
+    """A run's PPOConfig settings: the variant's over base_config, with the study's minibatch rule."""
     settings = {**base_config(args), **variants[variant], "seed": seed}
     # the same number of gradient steps per update in every variant: 2 minibatches x 2 epochs
     settings["minibatch_size"] = (args.episodes + settings.get("teacher_episodes", 0)) // 2
-    config = PPOConfig(**settings)
+    return settings
+
+
+def run_one(variant: str, seed: int, args, variants: dict) -> dict:
+    """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
+    from course_lib.gru.ppo_run import run
+    from course_lib.gru.trainer import PPOConfig
+
+    run_dir = args.out / variant / f"seed{seed}"
+    if reuse_or_clear(run_dir):
+        print(f"{variant} seed {seed}: reusing {run_dir}, made at this commit", flush=True)
+        return json.loads((run_dir / "eval.json").read_text())
+    config = PPOConfig(**settings_of(variant, seed, args, variants))
     start = time.perf_counter()
     result = run(config, run_dir, progress=False, log=lambda *a: None)
     seconds = time.perf_counter() - start
@@ -80,7 +83,7 @@ def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     return result
 
 
-def record(args, variants: dict, results: dict, summary: dict, command_args: list[str]) -> dict:
+def record(args, variants: dict, results: dict, summary: dict, command_args: list[str], code: dict) -> dict:
     """The record (benchmarks/schema.py's format): the header, one row per run, and under the names the
     chapters and Results pages read, the summary, each run's metrics per update and greedy result per task."""
     from course_lib.gru.ppo_run import read_metrics
@@ -91,7 +94,8 @@ def record(args, variants: dict, results: dict, summary: dict, command_args: lis
     total_seconds = round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1)
     data = new_record("benchmarks/gru_study.py", config={"seeds": args.seeds, "variants": variants, **config},
                       machine=made["machine"], device="cpu", seconds=total_seconds, args=command_args,
-                      threads=config["threads"])  # each run's (args.jobs runs at a time)
+                      threads=config["threads"],  # each run's (args.jobs runs at a time)
+                      code=code)  # the commit the runs were made at
     data |= {
         "runs": [{"variant": v, "seed": s, **gru_record_rates(results[v][s]),
                   "run_seconds": results[v][s].get("run_seconds")}
@@ -114,11 +118,9 @@ def record(args, variants: dict, results: dict, summary: dict, command_args: lis
 
 
 def read_study(path: Path) -> dict:
-    """A study's file: name, updates, episodes, eval_every, seeds and variants (a table of PPOConfig settings
-    each), checked so that a mistake is named before any run starts."""
+    """A study's file: name (the file's own), updates, episodes, eval_every, seeds and variants (a table of
+    PPOConfig settings each), checked so that a mistake is named before any run starts."""
     import tomllib
-
-    from course_lib.gru.trainer import PPOConfig
 
     try:
         study = tomllib.loads(path.read_text())
@@ -127,42 +129,75 @@ def read_study(path: Path) -> dict:
     need = {"name": str, "updates": int, "episodes": int, "eval_every": int, "seeds": list, "variants": dict}
     wrong = [f"{k} (expected {t.__name__})" for k, t in need.items() if not isinstance(study.get(k), t)]
     extra = sorted(set(study) - set(need))
-    if wrong or extra or not study.get("variants"):
-        raise SystemExit(f"{path}: " + "; ".join(
-            ([f"missing or wrong: {', '.join(wrong)}"] if wrong else [])
-            + ([f"unknown keys: {', '.join(extra)}"] if extra else [])
-            + ([] if study.get("variants") else ["no [variants.NAME] table"])))
-    fields = set(PPOConfig.__dataclass_fields__)
-    for variant, settings in study["variants"].items():
-        unknown = sorted(set(settings) - fields)
-        if unknown:
-            raise SystemExit(f"{path}: variant {variant!r} sets {', '.join(unknown)}, which PPOConfig does not have "
-                             f"(python -m course_lib ppo --help lists its settings)")
+    problems = ([f"missing or wrong: {', '.join(wrong)}"] if wrong else []) + (
+        [f"unknown keys: {', '.join(extra)}"] if extra else [])
+    if not wrong:
+        if study["name"] != path.stem:
+            problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
+        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
+            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
+        if not study["variants"] or not all(isinstance(v, dict) for v in study["variants"].values()):
+            problems.append("variants must be [variants.NAME] tables of PPOConfig settings")
+    if problems:
+        raise SystemExit(f"{path}: " + "; ".join(problems))
     return study
+
+
+def check_settings(args, variants: dict) -> None:
+    """Build every run's PPOConfig before any run starts: a wrong name, type or value is named with its variant."""
+    from course_lib.gru.trainer import PPOConfig
+
+    for variant in args.variants:
+        for seed in args.seeds:
+            try:
+                PPOConfig(**settings_of(variant, seed, args, variants))
+            except (TypeError, ValueError) as e:
+                raise SystemExit(f"{args.study}: variant {variant!r}, seed {seed}: {e} (python -m course_lib ppo "
+                                 "--help lists PPOConfig's settings)")
+
+
+def made_at(args) -> dict:
+    """The commit and course_lib's state every run of this study was made at (their made_at.json): one, or
+    an error naming the runs that differ (remake them: delete their folders)."""
+    states = {}
+    for v in args.variants:
+        for s in args.seeds:
+            marked = args.out / v / f"seed{s}" / "made_at.json"
+            states[f"{v}/seed{s}"] = json.loads(marked.read_text()) if marked.is_file() else None
+    distinct = {json.dumps(state, sort_keys=True) for state in states.values()}
+    if len(distinct) != 1 or None in states.values():
+        raise SystemExit(f"the runs under {args.out} were made at different commits or unmarked: {states}; delete "
+                         "their folders and run the study again")
+    return next(iter(states.values()))
 
 
 def main(argv=None) -> int:
     """Run every variant x seed of a study (two at a time), summarise, write OUT/summary.json and the record."""
-    pre = argparse.ArgumentParser(add_help=False)
-    pre.add_argument("study", type=Path, nargs="?")
-    known, _ = pre.parse_known_args(argv)
-    study = read_study(known.study) if known.study else None
-    name = study["name"] if study else "NAME"
-    variants = study["variants"] if study else {}
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", type=Path, help="the study's file, benchmarks/studies/NAME.toml")
-    parser.add_argument("--seeds", type=int, nargs="+", default=study and study["seeds"])
-    parser.add_argument("--variants", nargs="+", default=list(variants), choices=list(variants) or None)
-    parser.add_argument("--out", type=Path, default=ROOT / "runs" / name)
+    parser.add_argument("--seeds", type=int, nargs="+", help="[the study's]")
+    parser.add_argument("--variants", nargs="+", help="some of the study's variants [all]")
+    parser.add_argument("--out", type=Path, help="[runs/NAME]")
     parser.add_argument("--pretrained", type=Path, default=ROOT / "notebooks" / "checkpoints" / "gru_pretrained.pt")
-    parser.add_argument("--updates", type=int, default=study and study["updates"], help="PPO updates per run")
-    parser.add_argument("--episodes", type=int, default=study and study["episodes"],
-                        help="sampled episodes per update")
-    parser.add_argument("--eval-every", type=int, default=study and study["eval_every"],
-                        help="greedy evaluation every this many updates (0: at the end only)")
+    parser.add_argument("--updates", type=int, help="PPO updates per run [the study's]")
+    parser.add_argument("--episodes", type=int, help="sampled episodes per update [the study's]")
+    parser.add_argument("--eval-every", type=int,
+                        help="greedy evaluation every this many updates (0: at the end only) [the study's]")
     parser.add_argument("--jobs", type=int, default=2, help="runs at a time (each uses one torch thread)")
-    parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / f"{name}.json")
+    parser.add_argument("--notebook-data", type=Path, help="the record [notebooks/data/NAME.json]")
     args = parser.parse_args(argv)
+    study = read_study(args.study)
+    variants, name = study["variants"], study["name"]
+    for key in ("seeds", "updates", "episodes", "eval_every"):
+        if getattr(args, key) is None:
+            setattr(args, key, study[key])
+    args.variants = args.variants or list(variants)
+    unknown = sorted(set(args.variants) - set(variants))
+    if unknown:
+        parser.error(f"{args.study} has no variant {', '.join(unknown)}; it has {', '.join(variants)}")
+    args.out = args.out or ROOT / "runs" / name
+    args.notebook_data = args.notebook_data or ROOT / "notebooks" / "data" / f"{name}.json"
+    check_settings(args, variants)
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores
         import multiprocessing
@@ -182,7 +217,8 @@ def main(argv=None) -> int:
         print(f"{v:10s} " + " ".join(f"{summary[v][k]['mean']:6.3f}±{summary[v][k]['std']:.3f}" for k in KEYS))
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
-    data = record(args, {v: variants[v] for v in args.variants}, results, summary, _command_args(argv))
+    data = record(args, {v: variants[v] for v in args.variants}, results, summary, _command_args(argv),
+                  made_at(args))
     write_json(args.out / "summary.json", {"summary": summary})
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")

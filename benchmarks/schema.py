@@ -31,24 +31,25 @@ format are listed in LEGACY with what they lack. benchmarks/experiments.toml giv
 that remakes it), device and pages; tests/test_record_schema.py checks that every record validates or is listed,
 that every listed file exists, and that experiments.toml lists every record with its own command.
 
-Staleness. A record that names its code_revision is stale when the code it depends on changed since that
-commit. The rule (``changed_since``): the code a record depends on is its script plus every course_lib
-module and every benchmarks/ module (_common.py, another script; not this one) the script imports, directly
-or through those modules, as the files are now (the working tree); it changed when one of their top-level
-definitions (a function, a class, an assignment, any other statement) has no identical twin of the same
-name anywhere in course_lib (for a benchmarks/ module: in the same file) at code_revision; a function or
-class added to a benchmarks/ module is no change by itself (only code that calls it runs it, and that code
-changed). A file under benchmarks/ that the record's command names (a study's config file) changed when its
-text did. Two
-definitions are identical when their source is the same once imports, docstrings, comments, blank lines and
-the module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
-imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
-another module, or changing only its imports, the module its callers name, its docstrings or comments is no
-change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
-STILL_VALID lists each changed definition, with the fingerprint it was reviewed at and why the record still holds; a definition changed
-again after the review fails again. Records without a code_revision cannot be checked this way: they are in
-LEGACY, which says so. Not covered: book_tools, the task files under tasks/, and the installed libraries
-(the record's versions say which).
+Staleness. A record that names its code_revision is stale when the code it depends on changed since that commit.
+The rule (``changed_since``): the code a record depends on is its script plus every course_lib module and every
+benchmarks/ module (_common.py, another script; not this one) the script imports, directly or through those
+modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
+function, a class, an assignment, any other statement) has no identical twin of the same name anywhere in
+course_lib (for a benchmarks/ module: in the same file) at code_revision; a function or class added to a
+benchmarks/ module other than the script, under a name its old text never used, is no change by itself (only
+code that calls it runs it, and that code changed); a record whose script is gone is stale. A file under
+benchmarks/ that the record's command names (a study's config file) changed when its text did. Two definitions
+are identical when their source is the same once imports, docstrings, comments, blank lines and the module part
+of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an imported
+course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to another
+module, or changing only its imports, the module its callers name, its docstrings or comments is no change;
+anything else is, even a renamed variable or an error message. A stale record fails the test unless STILL_VALID
+lists each changed definition, with the fingerprint it was reviewed at and why the record still holds; a
+definition changed again after the review fails again. Records without a code_revision cannot be checked this
+way: they are in LEGACY, which says so. Not covered: book_tools, code a script starts in another process
+(`python -m course_lib ppo`, another script by subprocess), the task files under tasks/, and the installed
+libraries (the record's versions say which).
 
     python benchmarks/schema.py                     each record: valid, LEGACY, or what is wrong with it
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
@@ -74,7 +75,7 @@ HEADER = {
     "script": "the script that wrote it, relative to the repository root (benchmarks/NAME.py)",
     "command": "the command that remakes it",
     "code_revision": "the git commit it was made at (40 hex digits)",
-    "uncommitted_changes": "whether course_lib/ had uncommitted changes when it was made",
+    "uncommitted_changes": "whether course_lib/ or benchmarks/ had uncommitted changes when it was made",
     "date": "the day it was made (YYYY-MM-DD)",
     "machine": "the processor (and GPU) it ran on",
     "device": "torch's device (cpu, cuda, cuda:0, ...)",
@@ -413,15 +414,15 @@ def _callables(source: str) -> set[str]:
 
 
 def data_files(record: dict, root: Path = ROOT) -> list[str]:
-    """The files under benchmarks/ that the record's command names besides its script (a study's config file):
-    what it ran is in them too."""
+    """The files under benchmarks/ that the record's command names besides its script (a study's config file),
+    whether or not they exist now: what it ran is in them too."""
     import shlex
 
     try:
         words = shlex.split(record.get("command") or "")
     except ValueError:
         return []
-    return sorted({w for w in words if w != record["script"] and w.startswith("benchmarks/") and (root / w).is_file()})
+    return sorted({w for w in words if w != record["script"] and w.startswith("benchmarks/") and Path(w).suffix})
 
 
 def _is_module(root: Path):
@@ -458,6 +459,8 @@ def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
     if not (root / ".git").exists():
         raise NoHistory("not a git clone")
     _git("cat-file", "-e", f"{revision}^{{commit}}")
+    if not (root / script).is_file():
+        return {f"{script}::<file>": "deleted"}  # the script that made it is gone: remake it with today's
     old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
                  if p.endswith(".py")]
     deps = [root / script] + dependencies(script, root)
@@ -478,15 +481,17 @@ def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
         rel = path.relative_to(root).as_posix()
         then = same_file.get(rel, {}) if rel in local else pool
         source = path.read_text()
-        added_ok = _callables(source) if rel in local else set()  # a new function of a benchmarks/ file
+        # a function or class added to a benchmarks/ module (not the script) that its old text never named
+        added_ok = {name for name in _callables(source) if name not in then and rel != script and rel in old
+                    and not re.search(rf"\b{re.escape(name)}\b", old[rel])} if rel in local else set()
         for name, fp in definitions(source, _is_module(root)).items():
             base = name.split(" #")[0]
-            if fp not in then.get(base, set()) and not (base in added_ok and base not in then):
+            if fp not in then.get(base, set()) and base not in added_ok:
                 changed[f"{rel}::{name}"] = fp
     for rel in data:
-        now = (root / rel).read_text()
+        now = (root / rel).read_text() if (root / rel).is_file() else None
         if old.get(rel) != now:
-            changed[f"{rel}::<file>"] = _fingerprint(now)
+            changed[f"{rel}::<file>"] = "deleted" if now is None else _fingerprint(now)
     return changed
 
 
@@ -644,10 +649,12 @@ _EOS_BOOTSTRAP_REASON = ("collect_rollout's bootstrap_truncated (off by default,
 # benchmarks/ modules a script imports (_common.py, another script), followed by the staleness check since 2026-11-28
 # (it had followed course_lib and the script alone): their changes since each record was made, reviewed that day
 _COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/_common.py::provenance": "5fa1ac550882",
-                  "benchmarks/_common.py::code_state": "bcb0551b94a7", "benchmarks/_common.py::new_record": "d6c13acae4e0"}
-_COMMON_HEADER_REASON = ("_common's machine, provenance, code_state and new_record write a record's header (the same "
-                         "machine text on a CPU; the command with the script's arguments; the runs' threads; the commit, "
-                         "or COURSE_CODE_REVISION on a copy without git), not what a run computes")
+                  "benchmarks/_common.py::new_record": "d6c13acae4e0"}
+_COMMON_HEADER_REASON = ("_common's machine, provenance and new_record write a record's header, not what a run computes: "
+                         "machine names the processor as 'cpu (MODEL), N cores' (a GPU first where there is one), and "
+                         "provenance now names it so where it wrote 'MODEL, N cores'; new_record now writes the command "
+                         "with the script's arguments, the runs' threads where they are not this process's, and the "
+                         "commit by code_state (COURSE_CODE_REVISION where that is set)")
 _COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
                      "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062"}
 _COMMON_GRU_NAMES_REASON = ("_common's _GRU_RECORD_ROW, added after this record, is the table of names by which its "
@@ -758,9 +765,15 @@ def _show_changes(path: str) -> None:
     import json
 
     record = json.loads((ROOT / path).read_text())
-    revision = record["code_revision"]
+    revision = record.get("code_revision")
+    if not isinstance(revision, str):
+        print(f"{path} names no code_revision: its code's changes cannot be listed (LEGACY says what it lacks)")
+        return
     old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
                  if p.endswith(".py")]
+    if not (ROOT / record["script"]).is_file():
+        print(f"{record['script']}, which made {path}, is gone: remake the record ({record['command']})")
+        return
     local = [p.relative_to(ROOT).as_posix() for p in [ROOT / record["script"]] + dependencies(record["script"])
              if not p.relative_to(ROOT).as_posix().startswith("course_lib/")]
     old = _sources_at(revision, old_files + local + data_files(record))
@@ -768,7 +781,7 @@ def _show_changes(path: str) -> None:
     for key, fp in changed_since(record).items():
         rel, name = key.split("::", 1)
         if name == "<file>":
-            before, now = old.get(rel, ""), (ROOT / rel).read_text()
+            before, now = old.get(rel, ""), (ROOT / rel).read_text() if (ROOT / rel).is_file() else ""
         else:
             where = [rel] if rel in local else old_files
             before = next((_units(old[f], was_module)[name] for f in where

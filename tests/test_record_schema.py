@@ -193,6 +193,56 @@ def test_a_file_the_command_names_is_part_of_the_code():
     assert not [k for k in now if k.startswith("benchmarks/studies/")]
 
 
+def _changed(record):
+    try:
+        return schema.changed_since(record)
+    except schema.NoHistory as e:
+        pytest.skip(f"no history here: {e}")
+
+
+def test_a_function_added_to_a_helper_is_no_change_but_its_caller_is():
+    """7e1fc25 added _common.reuse_or_clear and 9ebaa4b made ppo_from_copying_start's main call it: against
+    d3318b3, the caller changed and the new helper alone is not reported."""
+    changed = _changed({"script": "benchmarks/ppo_from_copying_start.py", "code_revision": "d3318b3",
+                        "command": "python benchmarks/ppo_from_copying_start.py --seeds 0 1"})
+    assert "benchmarks/ppo_from_copying_start.py::main" in changed
+    assert not [k for k in changed if k.startswith("benchmarks/_common.py::reuse_or_clear")]
+
+
+def test_a_script_new_since_the_revision_is_all_change():
+    """gru_study.py did not exist at a4f0f0c: its functions are reported (the exemption is for helpers only)."""
+    changed = _changed({"script": "benchmarks/gru_study.py", "code_revision": "a4f0f0c",
+                        "command": "python benchmarks/gru_study.py benchmarks/studies/gru_methods.toml"})
+    assert {"benchmarks/gru_study.py::run_one", "benchmarks/gru_study.py::main"} <= set(changed)
+
+
+def test_a_gone_script_or_named_file_makes_the_record_stale():
+    assert _changed({"script": "benchmarks/nowhere.py", "code_revision": "a4f0f0c",
+                     "command": "python benchmarks/nowhere.py"}) == {"benchmarks/nowhere.py::<file>": "deleted"}
+    # explore_ablation.py existed at a4f0f0c and is gone: a command that names it depends on it
+    changed = _changed({"script": "benchmarks/gru_study.py", "code_revision": "a4f0f0c",
+                        "command": "python benchmarks/gru_study.py benchmarks/explore_ablation.py"})
+    assert changed["benchmarks/explore_ablation.py::<file>"] == "deleted"
+
+
+def test_a_run_folder_is_reused_only_if_made_at_this_commit(tmp_path, monkeypatch):
+    from benchmarks import _common
+
+    state = {"code_revision": "a" * 40, "uncommitted_changes": False}
+    monkeypatch.setattr(_common, "code_state", lambda: dict(state))
+    run = tmp_path / "variant" / "seed0"
+    assert _common.reuse_or_clear(run) is False and (run / "made_at.json").is_file()  # a new run, marked
+    (run / "eval.json").write_text("{}")
+    (run / "checkpoints").mkdir()
+    assert _common.reuse_or_clear(run) is True  # finished at this commit
+    state["code_revision"] = "b" * 40
+    assert _common.reuse_or_clear(run) is False  # made by other code: emptied, folders too, and marked anew
+    assert sorted(p.name for p in run.iterdir()) == ["made_at.json"]
+    (run / "eval.json").write_text("{}")
+    state["uncommitted_changes"] = True
+    assert _common.reuse_or_clear(run) is False  # uncommitted code now: never reused
+
+
 WITH_REVISION = [n for n in NAMES if isinstance(_load(n).get("code_revision"), str)]
 
 
@@ -208,7 +258,7 @@ def test_record_is_not_older_than_its_code(name):
     except schema.NoHistory as e:
         pytest.skip(f"cannot check {name} against its commit {record['code_revision'][:12]}: {e}")
     assert not record.get("uncommitted_changes") or name in schema.STILL_VALID, (
-        f"{name} was made with uncommitted changes in course_lib: its code is not {record['code_revision'][:12]}")
+        f"{name} was made with uncommitted changes in course_lib or benchmarks: its code is not {record['code_revision'][:12]}")
     assert not unexplained, (
         f"{name} was made at {record['code_revision'][:12]}; since then these definitions of its code changed "
         "(benchmarks/schema.py says how it decides):\n  "
