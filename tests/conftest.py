@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -11,6 +14,21 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # A tiny-coder-shaped LlamaForCausalLM small enough to build in a second.
 SMALL_CODER = dict(hidden_size=32, intermediate_size=64, num_hidden_layers=2, num_attention_heads=2,
                    num_key_value_heads=2, max_position_embeddings=1024)
+
+
+def load_benchmark(name: str):
+    """benchmarks/NAME.py as a module, with benchmarks/ on sys.path while it imports (a script's
+    `from _common import ...`); sys.path is left as it was."""
+    saved = list(sys.path)
+    benchmarks = Path(__file__).resolve().parents[1] / "benchmarks"
+    sys.path.insert(0, str(benchmarks))
+    try:
+        spec = importlib.util.spec_from_file_location(name, benchmarks / f"{name}.py")
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+        return module
+    finally:
+        sys.path[:] = saved
 
 
 @pytest.fixture(scope="module")

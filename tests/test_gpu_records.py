@@ -4,12 +4,11 @@ the GRU's GPU run ended normally on the device it names."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 from course_lib import stats
 
@@ -20,14 +19,7 @@ GRU_RECORD = ROOT / "notebooks" / "data" / "gru_ppo_cuda.json"
 
 @pytest.fixture(scope="module")
 def seeds_script():
-    saved = list(sys.path)  # the script puts benchmarks/ on the path
-    try:
-        spec = importlib.util.spec_from_file_location("smollm2_gpu_seeds", ROOT / "benchmarks" / "smollm2_gpu_seeds.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path[:] = saved
+    return load_benchmark("smollm2_gpu_seeds")
 
 
 def test_the_three_seed_summary_is_what_its_per_seed_rows_give(seeds_script, tmp_path):

@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 
 
 @pytest.fixture
-def rerun(monkeypatch):
-    monkeypatch.setattr(sys, "path", list(sys.path))  # the script puts benchmarks/ on the path
-    spec = importlib.util.spec_from_file_location("smollm2_humaneval_problems",
-                                                  ROOT / "benchmarks" / "smollm2_humaneval_problems.py")
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def rerun():
+    return load_benchmark("smollm2_humaneval_problems")
 
 
 def test_counts_must_be_equal_and_float_diagnostics_close(rerun):

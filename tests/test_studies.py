@@ -5,13 +5,12 @@ before any run starts."""
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
+from conftest import load_benchmark
 
 ROOT = Path(__file__).resolve().parents[1]
 STUDIES = sorted((ROOT / "benchmarks" / "studies").glob("*.toml"))
@@ -19,15 +18,7 @@ STUDIES = sorted((ROOT / "benchmarks" / "studies").glob("*.toml"))
 
 @pytest.fixture(scope="module")
 def gru_study():
-    saved = list(sys.path)
-    sys.path.insert(0, str(ROOT / "benchmarks"))  # the script's `from _common import ...`
-    try:
-        spec = importlib.util.spec_from_file_location("gru_study", ROOT / "benchmarks" / "gru_study.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-        return module
-    finally:
-        sys.path[:] = saved
+    return load_benchmark("gru_study")
 
 
 def _args(study: dict, path: Path) -> argparse.Namespace:
