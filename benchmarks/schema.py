@@ -226,12 +226,6 @@ LEGACY = {
     "notebooks/data/smollm2_start_eval.json":
         f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
         "wall time; has machine and device",
-    "notebooks/data/scoring_benchmark.json":
-        f"{_NO_REVISION}; has script, machine, python and threads; no device or total wall time (each row has its "
-        "seconds); rows as rows, no summary",
-    "notebooks/data/smollm2_step_time.json":
-        f"{_NO_REVISION}; has script, machine and torch_threads; no device or wall time; settings as rl/lora; runs a "
-        "dict keyed by how the reference is scored, summary as mean/same_step",
     # the batch's kernel client: checks of the book's tooling, not training records
     "notebooks/data/widget_stress-course.json":
         f"a stall count of the batch's kernel client: {_NO_REVISION}, no script, command or machine (device says "
@@ -629,9 +623,6 @@ _ONE_MASK_REASON = ("the environment's action mask (env.alphabet_mask) and the s
 _ONE_MASK = {"course_lib/tokenizers.py::id_mask": "202e32478830",
              "course_lib/gru/env.py::alphabet_mask": "a05c8859f96f",
              "course_lib/gru/models.py::next_token_mask": "286a2e6abc80"}  # reviewed on 2026-11-28
-_CRITIC_HELP_REASON = ("PPOConfig's critic help says what GAE gives with V = 0 (the return decayed by "
-                       "(gamma*lambda)^k), where it said the return: words in an option's help, no setting changed")
-_CRITIC_HELP = {"course_lib/gru/ppo_config.py::PPOConfig": "c573f6080c26"}  # reviewed on 2026-11-28
 _TAKE_TURNS_REASON = ("its tries are timed by _common.take_turns and the fastest kept by _common.fastest (reviewed on "
                       "2026-11-28): the same contenders in the same order, the same number of tries and the same "
                       "choice of the least seconds, written once for every timing benchmark")
@@ -642,19 +633,18 @@ _ONE_SAMPLER_REASON = ("models.decode is the GRU's one writing loop: generate_id
                        "with bootstrapped cut-off rows, compared with the code before)")
 _ONE_SAMPLER = {"course_lib/gru/models.py::Decoded": "65e725acda7a", "course_lib/gru/models.py::decode": "74be8e050d4c",
                 "course_lib/gru/models.py::generate_ids": "78435be56b06"}  # reviewed on 2026-11-28
-_ONE_SAMPLER_ROLLOUT = {"course_lib/gru/actor.py::collect_rollout": "2ec26391019b"}  # reviewed on 2026-11-28
-_EOS_BOOTSTRAP_REASON = ("collect_rollout's bootstrap_truncated (off by default, and off in these runs) no longer gives "
-                         "a bootstrap value to a row that wrote <eos> at the last step; its callback is renamed "
-                         "record_token")
 # benchmarks/ modules a script imports (_common.py, another script), followed by the staleness check since 2026-11-28
 # (it had followed course_lib and the script alone): their changes since each record was made, reviewed that day
 _COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/_common.py::provenance": "5fa1ac550882",
-                  "benchmarks/_common.py::new_record": "d6c13acae4e0"}
-_COMMON_HEADER_REASON = ("_common's machine, provenance and new_record write a record's header, not what a run computes: "
-                         "machine names the processor as 'cpu (MODEL), N cores' (a GPU first where there is one), and "
-                         "provenance now names it so where it wrote 'MODEL, N cores'; new_record now writes the command "
-                         "with the script's arguments, the runs' threads where they are not this process's, and the "
-                         "commit by code_state (COURSE_CODE_REVISION where that is set)")
+                  "benchmarks/_common.py::new_record": "7994848a3285",
+                  "benchmarks/_common.py::code_state": "7a2dc86cb68a"}
+_COMMON_HEADER_REASON = ("_common's machine, provenance, new_record and code_state write a record's header, not what a "
+                         "run computes: machine names the processor as 'cpu (MODEL), N cores' (a GPU first where there "
+                         "is one), and provenance now names it so where it wrote 'MODEL, N cores'; new_record now "
+                         "writes the command with the script's arguments, the runs' threads where they are not this "
+                         "process's, and the commit by code_state (COURSE_CODE_REVISION where that is set) or, where "
+                         "given, the code_state the runs were made at; code_state now counts uncommitted changes in "
+                         "benchmarks/ too")
 _COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
                      "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062"}
 _COMMON_GRU_NAMES_REASON = ("_common's _GRU_RECORD_ROW, added after this record, is the table of names by which its "
@@ -669,8 +659,9 @@ STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
                   "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
-                  + _KL_TO_LEARNER_REASON,
-        "reviewed": {**_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
+                  + _KL_TO_LEARNER_REASON
+                  + "; " + _COMMON_HEADER_REASON,
+        "reviewed": {**_COMMON_HEADER, **_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
                      "benchmarks/engine_candidates.py::llama_update": "db13a173cdda",
                      "benchmarks/engine_candidates.py::timings": "8d546c2b79c5"},
     },
@@ -708,17 +699,12 @@ STILL_VALID: dict[str, dict] = {
     "notebooks/data/ppo_from_copying_start.json": {
         "reason": "main reuses a seed's run folder only if it was made at the current commit (_common.reuse_or_clear) "
                   "where it reused any folder with an eval.json; this record's two runs were made afresh at its "
-                  "commit, and the command each runs is the same",
-        "reviewed": {"benchmarks/ppo_from_copying_start.py::main": "48b1edbd08cc"},
-    },
-    "notebooks/data/reward_ablation.json": {
-        "reason": _HEADER_ARGS_REASON + " (threads, 1 per run); " + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _CRITIC_HELP_REASON + "; " + _ONE_SAMPLER_REASON + "; " + _EOS_BOOTSTRAP_REASON
+                  "commit, and the command each runs is the same"
                   + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_CRITIC_HELP, **_ONE_SAMPLER,
-                     **_ONE_SAMPLER_ROLLOUT,
-                     "benchmarks/reward_ablation.py::record": "ff3433cf4b70"},
+        "reviewed": {**_COMMON_HEADER, "benchmarks/ppo_from_copying_start.py::main": "48b1edbd08cc"},
     },
+    "notebooks/data/llm_rl_benchmark.json": {"reason": _COMMON_HEADER_REASON, "reviewed": {**_COMMON_HEADER}},
+    "notebooks/data/teacher_grpo_benchmark.json": {"reason": _COMMON_HEADER_REASON, "reviewed": {**_COMMON_HEADER}},
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
                   + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON

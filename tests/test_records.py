@@ -25,7 +25,7 @@ def test_some_records_start_from_chapter_4s_checkpoint():
 def test_record_was_made_from_the_committed_checkpoint(record):
     data = json.loads(record.read_text())
     check_record_made_from(data, ROOT / data["pretrained"], record_name=f"notebooks/data/{record.name}",
-                           remake=f"python benchmarks/{record.stem}.py")
+                           remake=data.get("command") or f"python benchmarks/{record.stem}.py")
 
 
 def test_chapter_10s_record_starts_from_chapter_9s_tiny_coder():
@@ -40,7 +40,7 @@ def test_chapter_10s_record_starts_from_chapter_9s_tiny_coder():
 def test_record_was_made_from_the_committed_tiny_coder(record):
     data = json.loads(record.read_text())
     check_record_made_from(data, [ROOT / p for p in data["start"]], record_name=f"notebooks/data/{record.name}",
-                           remake=f"python benchmarks/{record.stem}.py")
+                           remake=data.get("command") or f"python benchmarks/{record.stem}.py")
 
 
 def test_the_fallback_recipe_is_chapter_4s():
@@ -58,3 +58,19 @@ def test_the_fallback_recipe_is_chapter_4s():
                      epochs=params["broad_epochs"], batch_size=params["broad_batch_size"],
                      train_repeats=params["train_repeats"], max_body_chars=params["max_body_chars"])
     assert BROAD_RECIPE == chapter_4
+
+
+def test_how_to_run_quotes_the_step_and_memory_records():
+    """The timings and memory peaks "How to run" gives for SmolLM2 on a CPU are those its records hold."""
+    page = (ROOT / "book" / "how_to_run.md").read_text()
+    page = " ".join(page.split())
+    step = json.loads((ROOT / "notebooks/data/smollm2_step_time.json").read_text())["summary"]["mean"][
+        "reference once per set of rows"]
+    assert (f"({step['step_seconds']:.0f} s on 2 cores of an AMD EPYC: {step['rollout_seconds']:.0f} s to sample them"
+            in page), step
+    assert f"{step['learn_seconds']:.0f} s to learn" in page, step
+    ways = json.loads((ROOT / "notebooks/data/scoring_benchmark.json").read_text())["summary"]["ways"]
+    micro, whole = ways["course, micro 4"], ways["course"]
+    assert (f"a {micro['peak_rss_mb'] / 1024:.1f} GB peak and {micro['seconds']:.1f} s in micro-batches of 4, against "
+            f"{whole['peak_rss_mb'] / 1024:.1f} GB and {whole['seconds']:.1f} s at once") in page, ways
+    assert f"about {whole['peak_rss_mb'] / 1024:.0f} GB for 16 completions" in page, ways
