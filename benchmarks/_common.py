@@ -111,21 +111,24 @@ def code_state() -> dict:
             return None
 
     named = os.environ.get("COURSE_CODE_REVISION")
-    return {"code_revision": named or git("rev-parse", "HEAD"),
-            "uncommitted_changes": not named and bool(git("status", "--porcelain", "--", "course_lib", "benchmarks",
-                                                          ":(exclude)benchmarks/schema.py",
-                                                          ":(exclude)benchmarks/experiments.toml"))}
+    changed = (git("status", "--porcelain", "--", "course_lib", "benchmarks", ":(exclude)benchmarks/schema.py",
+                   ":(exclude)benchmarks/experiments.toml") or "").splitlines()
+    # an untracked file counts where it is code or a study (not an output a script left in benchmarks/)
+    changed = [line for line in changed if not line.startswith("??") or line.endswith((".py", ".toml"))]
+    return {"code_revision": named or git("rev-parse", "HEAD"), "uncommitted_changes": not named and bool(changed)}
 
 
-def reuse_or_clear(run_dir: Path) -> bool:
-    """Whether the finished run in `run_dir` (its eval.json) may be reused: only one started from this commit
-    with course_lib unchanged, as its made_at.json and code_state() say. Otherwise the folder is emptied (an
-    unfinished run, or one made by other code or before made_at.json existed) and made_at.json written for the
-    run the caller now makes, so that a record never names a commit its runs were not made at."""
+def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
+    """Whether the finished run in `run_dir` (its eval.json) may be reused: only one made by this code (the same
+    commit, no uncommitted change in course_lib/ or benchmarks/) with the same `settings` (what the caller
+    runs it with, as JSON), as its made_at.json and code_state() say. Otherwise the folder is emptied (an
+    unfinished run, or one made by other code, with other settings or before made_at.json existed) and
+    made_at.json written for the run the caller now makes, so that a record never names a commit or settings
+    its runs were not made with."""
     import shutil
 
-    now = code_state()
-    marked = run_dir / "made_at.json"  # the commit and course_lib's state the run was started from
+    now = {**code_state(), "settings": json.loads(json.dumps(settings))}
+    marked = run_dir / "made_at.json"  # the code and settings the run was started with
     if (run_dir / "eval.json").is_file() and marked.is_file() and not now["uncommitted_changes"]:
         if json.loads(marked.read_text()) == now:
             return True

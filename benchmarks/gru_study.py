@@ -3,6 +3,8 @@
     python benchmarks/gru_study.py benchmarks/studies/NAME.toml [--seeds 0 1] [--variants A B] [--updates N]
                                    [--out runs/NAME] [--jobs 2]
 
+The study's file comes first, or after options that take one value (--seeds and --variants take several).
+
 A study's file (benchmarks/studies/*.toml, its comments say what it asks) gives its name (the record is
 notebooks/data/NAME.json), the run's length (updates, episodes per update, greedy evaluation every so many
 updates), the seeds, and its variants: each a table of `course_lib.gru.trainer.PPOConfig` settings laid over
@@ -15,8 +17,8 @@ thread a run, and the same number of gradient steps per update in every variant 
 teacher episodes included).
 
 Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
-a finished run made at this commit is reused, any other made again (`_common.reuse_or_clear`), and the
-record names the commit every run was made at. Writes OUT/summary.json and the
+a finished run made by this code with the same settings is reused, any other made again
+(`_common.reuse_or_clear`), and the record names the commit every run was made at. Writes OUT/summary.json and the
 record (--notebook-data): mean and spread (sample standard deviation) over the seeds of every greedy pass
 rate (train, val and test; near and far), each run's metrics per update and greedy result per task. Runs
 are seeded and independent, so --jobs changes the time, not the results; run seconds include the sharing
@@ -66,11 +68,14 @@ def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     from course_lib.gru.ppo_run import run
     from course_lib.gru.trainer import PPOConfig
 
+    from course_lib.runs import file_sha256
+
     run_dir = args.out / variant / f"seed{seed}"
-    if reuse_or_clear(run_dir):
-        print(f"{variant} seed {seed}: reusing {run_dir}, made at this commit", flush=True)
+    settings = settings_of(variant, seed, args, variants)
+    if reuse_or_clear(run_dir, {**settings, "pretrained_sha256": file_sha256(args.pretrained)}):
+        print(f"{variant} seed {seed}: reusing {run_dir}, made by this code with these settings", flush=True)
         return json.loads((run_dir / "eval.json").read_text())
-    config = PPOConfig(**settings_of(variant, seed, args, variants))
+    config = PPOConfig(**settings)
     start = time.perf_counter()
     result = run(config, run_dir, progress=False, log=lambda *a: None)
     seconds = time.perf_counter() - start
@@ -157,22 +162,23 @@ def check_settings(args, variants: dict) -> None:
 
 
 def made_at(args) -> dict:
-    """The commit and course_lib's state every run of this study was made at (their made_at.json): one, or
-    an error naming the runs that differ (remake them: delete their folders)."""
+    """The code every run of this study was made by (code_revision and uncommitted_changes, from their
+    made_at.json): one, or an error naming the runs that differ (a commit made while the study ran)."""
     states = {}
     for v in args.variants:
         for s in args.seeds:
             marked = args.out / v / f"seed{s}" / "made_at.json"
-            states[f"{v}/seed{s}"] = json.loads(marked.read_text()) if marked.is_file() else None
+            state = json.loads(marked.read_text()) if marked.is_file() else {}
+            states[f"{v}/seed{s}"] = {k: state.get(k) for k in ("code_revision", "uncommitted_changes")}
     distinct = {json.dumps(state, sort_keys=True) for state in states.values()}
-    if len(distinct) != 1 or None in states.values():
-        raise SystemExit(f"the runs under {args.out} were made at different commits or unmarked: {states}; delete "
-                         "their folders and run the study again")
+    if len(distinct) != 1 or None in next(iter(states.values())).values():
+        raise SystemExit(f"the runs under {args.out} were made by different code or are unmarked: {states}; run the "
+                         "study again (with nothing committed meanwhile): it remakes the runs not made by this code")
     return next(iter(states.values()))
 
 
-def main(argv=None) -> int:
-    """Run every variant x seed of a study (two at a time), summarise, write OUT/summary.json and the record."""
+def parse(argv=None) -> tuple[argparse.Namespace, dict]:
+    """The command line and the study it names, the study's values filling every option not given."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("study", type=Path, help="the study's file, benchmarks/studies/NAME.toml")
     parser.add_argument("--seeds", type=int, nargs="+", help="[the study's]")
@@ -197,6 +203,13 @@ def main(argv=None) -> int:
         parser.error(f"{args.study} has no variant {', '.join(unknown)}; it has {', '.join(variants)}")
     args.out = args.out or ROOT / "runs" / name
     args.notebook_data = args.notebook_data or ROOT / "notebooks" / "data" / f"{name}.json"
+    return args, study
+
+
+def main(argv=None) -> int:
+    """Run every variant x seed of a study (two at a time), summarise, write OUT/summary.json and the record."""
+    args, study = parse(argv)
+    variants = study["variants"]
     check_settings(args, variants)
     jobs = [(v, s) for v in args.variants for s in args.seeds]
     if args.jobs > 1:  # runs are independent and seeded: the same results in any order, on any number of cores

@@ -4,7 +4,8 @@
 
 For each seed N, the whole `python -m course_lib ppo --seed N --pretrained
 notebooks/checkpoints/variants_gpu/two_digit_seedN.pt` (default settings: 20 updates with exploration)
-runs on the CPU into OUT/seedN (reused only if it was made at this commit: `_common.reuse_or_clear`). The checkpoints were pretrained on
+runs on the CPU into OUT/seedN (reused only if it was made by this code from the same checkpoint:
+`_common.reuse_or_clear`). The checkpoints were pretrained on
 one NVIDIA H100 by `benchmarks/variants_pretraining.py --device cuda --epochs 100 --hidden-dim 512
 --extra-constants 40 --seed N --save ...` (about 2 minutes each; about 45 minutes on 2 CPU cores).
 Writes the greedy pass rates of the start and of the end, the tasks passed, the programs of the val
@@ -32,13 +33,15 @@ def main(argv=None) -> int:
     p.add_argument("--out", type=Path, default=ROOT / "runs/ppo_from_copying_start")
     p.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks/data/ppo_from_copying_start.json")
     args = p.parse_args(argv)
+    from course_lib.runs import file_sha256
+
     started = time.perf_counter()
     runs = []
     for seed in args.seeds:
         run_dir = args.out / f"seed{seed}"
         checkpoint = ROOT / f"notebooks/checkpoints/variants_gpu/two_digit_seed{seed}.pt"
-        if reuse_or_clear(run_dir):
-            print(f"seed {seed}: reusing {run_dir}, made at this commit")
+        if reuse_or_clear(run_dir, {"seed": seed, "checkpoint_sha256": file_sha256(checkpoint)}):
+            print(f"seed {seed}: reusing {run_dir}, made by this code from this checkpoint")
         else:
             subprocess.run([sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
                             "--pretrained", str(checkpoint), "--no-progress"], check=True, cwd=ROOT)

@@ -8,8 +8,8 @@ checkpoint (notebooks/checkpoints/gru_pretrained.pt), so no pretraining is repea
 torch thread. After the updates the policy is evaluated greedily on every split (test included:
 it is never rolled out). Prints, per variant, the mean and spread (sample standard deviation over
 the seeds) of the final pass rates; writes OUT/<variant>/seed<N>/{config.json,metrics.jsonl,eval.json}
-and a compact copy for the chapter's notebook (--notebook-data). A finished run made at this commit is reused
-(`_common.reuse_or_clear`); any other is made again.
+and a compact copy for the chapter's notebook (--notebook-data). A finished run made by this code with the same
+settings is reused (`_common.reuse_or_clear`); any other is made again.
 """
 
 from __future__ import annotations
@@ -55,10 +55,14 @@ def run_one(variant: str, spec: str, seed: int, updates: int, out: Path, pretrai
     from course_lib.gru.trainer import EVAL_FILE, PPOConfig, PPOTrainer
 
     run_dir = out / slug(variant) / f"seed{seed}"
-    if reuse_or_clear(run_dir):  # a finished run made at this commit; any other is made again
+    from course_lib.runs import file_sha256
+
+    settings = dict(seed=seed, pretrained=str(pretrained), updates=updates, reward=spec, **SETTINGS)
+    # a finished run made by this code with these settings is reused; any other is made again
+    if reuse_or_clear(run_dir, {**settings, "pretrained_sha256": file_sha256(pretrained)}):
         print(f"{variant:14s} seed {seed}: reusing {run_dir}", flush=True)
         return json.loads((run_dir / EVAL_FILE).read_text())
-    config = PPOConfig(seed=seed, pretrained=str(pretrained), updates=updates, reward=spec, **SETTINGS)
+    config = PPOConfig(**settings)
     start = time.perf_counter()
     trainer = PPOTrainer(config, run_dir, progress=False)
     trainer.train()

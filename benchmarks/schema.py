@@ -37,19 +37,20 @@ benchmarks/ module (_common.py, another script; not this one) the script imports
 modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
 function, a class, an assignment, any other statement) has no identical twin of the same name anywhere in
 course_lib (for a benchmarks/ module: in the same file) at code_revision; a function or class added to a
-benchmarks/ module other than the script, under a name its old text never used, is no change by itself (only
-code that calls it runs it, and that code changed); a record whose script is gone is stale. A file under
-benchmarks/ that the record's command names (a study's config file) changed when its text did. Two definitions
-are identical when their source is the same once imports, docstrings, comments, blank lines and the module part
-of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an imported
-course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to another
-module, or changing only its imports, the module its callers name, its docstrings or comments is no change;
-anything else is, even a renamed variable or an error message. A stale record fails the test unless STILL_VALID
-lists each changed definition, with the fingerprint it was reviewed at and why the record still holds; a
-definition changed again after the review fails again. Records without a code_revision cannot be checked this
-way: they are in LEGACY, which says so. Not covered: book_tools, code a script starts in another process
-(`python -m course_lib ppo`, another script by subprocess), the task files under tasks/, and the installed
-libraries (the record's versions say which).
+benchmarks/ module other than the script, under a name that neither course_lib nor the script and its
+benchmarks/ modules used at code_revision, is no change by itself (only code that calls it runs it, and that
+code changed); a record whose script is gone is stale. A file under benchmarks/ that the record's command names
+(a study's config file; not an output, the value of an option in OUTPUT_OPTIONS) changed when its text did. Two
+definitions are identical when their source is the same once imports, docstrings, comments, blank lines and the
+module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
+imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
+another module, or changing only its imports, the module its callers name, its docstrings or comments is no
+change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
+STILL_VALID lists each changed definition, with the fingerprint it was reviewed at and why the record still
+holds; a definition changed again after the review fails again. Records without a code_revision cannot be
+checked this way: they are in LEGACY, which says so. Not covered: book_tools, code a script starts in another
+process (`python -m course_lib ppo`, another script by subprocess), the task files under tasks/, and the
+installed libraries (the record's versions say which).
 
     python benchmarks/schema.py                     each record: valid, LEGACY, or what is wrong with it
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
@@ -407,6 +408,9 @@ def _callables(source: str) -> set[str]:
     return {n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))}
 
 
+OUTPUT_OPTIONS = ("--out", "--output", "--notebook-data", "--work", "--adapter-dir")  # a command's outputs
+
+
 def data_files(record: dict, root: Path = ROOT) -> list[str]:
     """The files under benchmarks/ that the record's command names besides its script (a study's config file),
     whether or not they exist now: what it ran is in them too."""
@@ -416,7 +420,9 @@ def data_files(record: dict, root: Path = ROOT) -> list[str]:
         words = shlex.split(record.get("command") or "")
     except ValueError:
         return []
-    return sorted({w for w in words if w != record["script"] and w.startswith("benchmarks/") and Path(w).suffix})
+    outputs = {i + 1 for i, w in enumerate(words) if w in OUTPUT_OPTIONS}  # what a run writes is not its code
+    return sorted({w for i, w in enumerate(words) if i not in outputs and w != record["script"]
+                   and w.startswith("benchmarks/") and Path(w).suffix})
 
 
 def _is_module(root: Path):
@@ -470,14 +476,17 @@ def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
     for rel in local:
         for name, fp in definitions(old.get(rel, ""), was_module).items():
             same_file.setdefault(rel, {}).setdefault(name.split(" #")[0], set()).add(fp)
+    old_local_text = "\n".join(old.get(rel, "") for rel in local)
     changed = {}
     for path in deps:
         rel = path.relative_to(root).as_posix()
         then = same_file.get(rel, {}) if rel in local else pool
         source = path.read_text()
-        # a function or class added to a benchmarks/ module (not the script) that its old text never named
-        added_ok = {name for name in _callables(source) if name not in then and rel != script and rel in old
-                    and not re.search(rf"\b{re.escape(name)}\b", old[rel])} if rel in local else set()
+        # a function or class added to a benchmarks/ module (not the script) under a name that neither course_lib
+        # nor the script and its benchmarks/ modules used at the revision (so it moved from nowhere)
+        added_ok = {name for name in _callables(source) if name not in then and name not in pool
+                    and rel != script and rel in old
+                    and not re.search(rf"\b{re.escape(name)}\b", old_local_text)} if rel in local else set()
         for name, fp in definitions(source, _is_module(root)).items():
             base = name.split(" #")[0]
             if fp not in then.get(base, set()) and base not in added_ok:
@@ -635,16 +644,28 @@ _ONE_SAMPLER = {"course_lib/gru/models.py::Decoded": "65e725acda7a", "course_lib
                 "course_lib/gru/models.py::generate_ids": "78435be56b06"}  # reviewed on 2026-11-28
 # benchmarks/ modules a script imports (_common.py, another script), followed by the staleness check since 2026-11-28
 # (it had followed course_lib and the script alone): their changes since each record was made, reviewed that day
-_COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/_common.py::provenance": "5fa1ac550882",
-                  "benchmarks/_common.py::new_record": "7994848a3285",
-                  "benchmarks/_common.py::code_state": "7a2dc86cb68a"}
-_COMMON_HEADER_REASON = ("_common's machine, provenance, new_record and code_state write a record's header, not what a "
-                         "run computes: machine names the processor as 'cpu (MODEL), N cores' (a GPU first where there "
-                         "is one), and provenance now names it so where it wrote 'MODEL, N cores'; new_record now "
-                         "writes the command with the script's arguments, the runs' threads where they are not this "
-                         "process's, and the commit by code_state (COURSE_CODE_REVISION where that is set) or, where "
-                         "given, the code_state the runs were made at; code_state now counts uncommitted changes in "
-                         "benchmarks/ too")
+_COMMON_HEADER = {"benchmarks/_common.py::machine": "8cbd267abd21", "benchmarks/_common.py::provenance": "5fa1ac550882"}
+_COMMON_HEADER_REASON = ("_common's machine and provenance write a record's header, not what a run computes: machine "
+                         "names the processor as 'cpu (MODEL), N cores' (a GPU first where there is one), and "
+                         "provenance now names it so where it wrote 'MODEL, N cores'")
+_CODE_STATE = {"benchmarks/_common.py::new_record": "7994848a3285", "benchmarks/_common.py::code_state": "47345f205a98"}
+_CODE_STATE_REASON = ("_common's new_record and code_state write a record's header, not what a run computes: since "
+                      "this record new_record may have gained the command's arguments and the runs' threads, and "
+                      "now takes the code_state the runs were made at where the caller gives it (code=); code_state "
+                      "now counts uncommitted changes in benchmarks/ too (an untracked file only if it is .py or "
+                      ".toml), and COURSE_CODE_REVISION where that is set")
+_TIMING = {"benchmarks/_common.py::fastest": "e8000eb4a566"}
+_TIMING_REASON = ("_common's fastest, the choice of the least seconds among a contender's tries, was added after this "
+                  "record (where this record's script calls it, its own review says so)")
+_REUSE = {"benchmarks/_common.py::reuse_or_clear": "b9da2a22b0f9"}
+_REUSE_REASON = ("_common's reuse_or_clear now also keeps the settings a run is made with in its made_at.json and "
+                 "reuses a run only with the same settings: which runs are made again, not what a run computes; "
+                 "every run of this record was made afresh by the code at its commit")
+_GRU_STUDY_REUSE = {"benchmarks/gru_study.py::run_one": "0a7f49ad78d7", "benchmarks/gru_study.py::made_at": "a63cbddd38cc",
+                    "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "922c9441c8f8"}
+_GRU_STUDY_REUSE_REASON = ("gru_study gives reuse_or_clear each run's settings and the start's SHA-256, made_at "
+                           "compares only the code the runs were made by, and parse reads the options where main did "
+                           "(the same values: tests/test_studies.py); every run gets the same PPOConfig as before")
 _COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
                      "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062"}
 _COMMON_GRU_NAMES_REASON = ("_common's _GRU_RECORD_ROW, added after this record, is the table of names by which its "
@@ -660,8 +681,8 @@ STILL_VALID: dict[str, dict] = {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
                   "out inline (float32 log-softmax at T of both logits, then sum p_s (log p_s - log p_t)); "
                   + _KL_TO_LEARNER_REASON
-                  + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_HEADER, **_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
+                  + "; " + _CODE_STATE_REASON + "; " + _TIMING_REASON,
+        "reviewed": {**_CODE_STATE, **_TIMING, **_KL_TO_LEARNER, "benchmarks/engine_candidates.py::kl_rows": "235948ab7655",
                      "benchmarks/engine_candidates.py::llama_update": "db13a173cdda",
                      "benchmarks/engine_candidates.py::timings": "8d546c2b79c5"},
     },
@@ -669,8 +690,8 @@ STILL_VALID: dict[str, dict] = {
         "reason": "main names the machine by _common.machine(): the same text on a CPU; int8_mismatch computes its KL "
                   "by decode.kl_to_learner, the same arithmetic; " + _KL_TO_LEARNER_REASON + "; " + _ONE_FOLDER_REASON
                   + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; " + _TAKE_TURNS_REASON
-                  + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_KL_TO_LEARNER,
+                  + "; " + _COMMON_HEADER_REASON + "; " + _CODE_STATE_REASON + "; " + _TIMING_REASON,
+        "reviewed": {**_COMMON_HEADER, **_CODE_STATE, **_TIMING, **_LEGEND, **_ONE_MASK, **_KL_TO_LEARNER,
                      **_GENERATION_THROUGHPUT_SCRIPT},
     },
     "notebooks/data/smollm2_gpu_engines.json": {
@@ -680,11 +701,11 @@ STILL_VALID: dict[str, dict] = {
                   "the later steps with statistics.mean, the same calls and numbers; " + _FAST_ON_ANY_DEVICE_REASON.replace(
                       "on a CPU, where this record ran or where it named its engines", "this record names its engines")
                   + "; " + _ONE_FOLDER_REASON + "; " + _LEGEND_REASON + "; " + _ONE_MASK_REASON + "; "
-                  + _TAKE_TURNS_REASON + "; " + _COMMON_HEADER_REASON
+                  + _TAKE_TURNS_REASON + "; " + _COMMON_HEADER_REASON + "; " + _CODE_STATE_REASON + "; " + _TIMING_REASON
                   + "; it imports generation_throughput.py, whose changes are generation_throughput.json's, reviewed "
                   "there with the same reasons, and smollm2_gpu_long.py and smollm2_rl.py, where only the engine "
                   "option's help, the GPU record's header (code_state, threads) and the machine's text changed",
-        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK,
+        "reviewed": {**_COMMON_HEADER, **_CODE_STATE, **_TIMING, **_LEGEND, **_ONE_MASK,
                      **_GENERATION_THROUGHPUT_SCRIPT,
                      "benchmarks/smollm2_gpu_long.py::parse": "a5024eb8b6f4",
                      "benchmarks/smollm2_gpu_long.py::header": "54f0d2f22732",
@@ -697,19 +718,28 @@ STILL_VALID: dict[str, dict] = {
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
     },
     "notebooks/data/ppo_from_copying_start.json": {
-        "reason": "main reuses a seed's run folder only if it was made at the current commit (_common.reuse_or_clear) "
-                  "where it reused any folder with an eval.json; this record's two runs were made afresh at its "
-                  "commit, and the command each runs is the same"
-                  + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_HEADER, "benchmarks/ppo_from_copying_start.py::main": "48b1edbd08cc"},
+        "reason": "main reuses a seed's run folder only if it was made by the current code from the same checkpoint "
+                  "(_common.reuse_or_clear) where it reused any folder with an eval.json; this record's two runs "
+                  "were made afresh at its commit, and the command each runs is the same; " + _CODE_STATE_REASON,
+        "reviewed": {**_CODE_STATE, "benchmarks/ppo_from_copying_start.py::main": "ea5c39a6ad2f"},
     },
-    "notebooks/data/llm_rl_benchmark.json": {"reason": _COMMON_HEADER_REASON, "reviewed": {**_COMMON_HEADER}},
-    "notebooks/data/teacher_grpo_benchmark.json": {"reason": _COMMON_HEADER_REASON, "reviewed": {**_COMMON_HEADER}},
+    "notebooks/data/llm_rl_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},
+    "notebooks/data/teacher_grpo_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},
+    **{f"notebooks/data/{name}.json": {"reason": f"{_REUSE_REASON}; {_GRU_STUDY_REUSE_REASON}; {_CODE_STATE_REASON}",
+                                       "reviewed": {**_REUSE, **_GRU_STUDY_REUSE, **_CODE_STATE}}
+       for name in ("teacher_ablation", "gru_methods", "explore_ablation", "lambda_ablation")},
+    "notebooks/data/reward_ablation.json": {
+        "reason": f"{_REUSE_REASON}; run_one gives it the run's PPOConfig settings and the start's SHA-256, and builds "
+                  f"the same PPOConfig from them; {_CODE_STATE_REASON}",
+        "reviewed": {**_REUSE, **_CODE_STATE, "benchmarks/reward_ablation.py::run_one": "8673ebb937f0"}},
+    **{f"notebooks/data/{name}.json": {"reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}",
+                                       "reviewed": {**_REUSE, **_CODE_STATE}}
+       for name in ("scoring_benchmark", "smollm2_step_time")},
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
                   + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON
-                  + "; " + _COMMON_HEADER_REASON,
-        "reviewed": {**_COMMON_HEADER, **_LEGEND, **_ONE_MASK, **_ONE_SAMPLER,
+                  + "; " + _COMMON_HEADER_REASON + "; " + _CODE_STATE_REASON,
+        "reviewed": {**_COMMON_HEADER, **_CODE_STATE, **_LEGEND, **_ONE_MASK, **_ONE_SAMPLER,
                      "benchmarks/variants_pretraining.py::main": "bddd6aad89d7"},
     },
     "notebooks/data/smollm2_cpu_seeds.json": {
@@ -720,8 +750,8 @@ STILL_VALID: dict[str, dict] = {
                   f"{_STEP_INFO_REASON}; {_ONE_SCORER_REASON} (what this record reads); {_CHUNKED_REASON}; "
                   f"{_ONE_LEARNER_REASON}; {_ENGINE_ON_ANY_DEVICE_REASON}; {_FAST_ON_ANY_DEVICE_REASON}; "
                   + _LEGEND_REASON + "; " + _ONE_MASK_REASON
-                  + "; " + _COMMON_HEADER_REASON + "; " + _COMMON_GRU_NAMES_REASON,
-        "reviewed": {**_COMMON_HEADER, **_COMMON_GRU_NAMES,
+                  + "; " + _COMMON_HEADER_REASON + "; " + _CODE_STATE_REASON + "; " + _COMMON_GRU_NAMES_REASON,
+        "reviewed": {**_COMMON_HEADER, **_CODE_STATE, **_COMMON_GRU_NAMES,
                      **_LEGEND, **_ONE_MASK, **_MOVED, **_LEFT_PADDED, **_METHOD_TABLE, **_RENAMED, **_STEP_INFO,
                      **_ONE_SCORER, **_CHUNKED, **_ONE_LEARNER,
                      "course_lib/lm/decode.py::ENGINES": "26e1d58ed450",

@@ -239,8 +239,19 @@ def test_a_run_folder_is_reused_only_if_made_at_this_commit(tmp_path, monkeypatc
     assert _common.reuse_or_clear(run) is False  # made by other code: emptied, folders too, and marked anew
     assert sorted(p.name for p in run.iterdir()) == ["made_at.json"]
     (run / "eval.json").write_text("{}")
+    assert _common.reuse_or_clear(run, {"updates": 2}) is False  # other settings: made again
+    (run / "eval.json").write_text("{}")
+    assert _common.reuse_or_clear(run, {"updates": 2}) is True
     state["uncommitted_changes"] = True
-    assert _common.reuse_or_clear(run) is False  # uncommitted code now: never reused
+    assert _common.reuse_or_clear(run) is False  # made with uncommitted code: marked so, but ...
+    (run / "eval.json").write_text("{}")
+    assert _common.reuse_or_clear(run) is False  # ... never reused, even by the same uncommitted code
+
+
+def test_a_commands_outputs_are_not_its_code():
+    record = {"script": "benchmarks/x.py", "command": "python benchmarks/x.py benchmarks/studies/a.toml "
+                                                      "--out benchmarks/records/x.json --notebook-data benchmarks/y.json"}
+    assert schema.data_files(record) == ["benchmarks/studies/a.toml"]
 
 
 WITH_REVISION = [n for n in NAMES if isinstance(_load(n).get("code_revision"), str)]

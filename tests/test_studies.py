@@ -40,8 +40,20 @@ def test_a_study_reads_and_every_run_is_a_valid_config(gru_study, path):
     entry = next(e for e in experiments() if e["path"] == f"notebooks/data/{study['name']}.json")
     assert entry["command"] == f"python benchmarks/gru_study.py {path.relative_to(ROOT).as_posix()}"
     record = json.loads((ROOT / entry["path"]).read_text())
-    assert record["variants"] == study["variants"] and record["seeds"] == study["seeds"], (
+    base = record["base_config"]
+    assert (record["variants"] == study["variants"] and record["seeds"] == study["seeds"]
+            and (base["updates"], base["episodes_per_update"], base["eval_every"])
+            == (study["updates"], study["episodes"], study["eval_every"])), (
         f"{entry['path']} was made with other settings than {path.name}: remake it ({entry['command']})")
+
+
+def test_options_fill_from_the_study_before_or_after_its_file(gru_study):
+    path = ROOT / "benchmarks" / "studies" / "teacher_ablation.toml"
+    args, study = gru_study.parse(["--jobs", "1", "--updates", "3", str(path), "--seeds", "0", "1"])
+    assert (args.jobs, args.updates, args.seeds, args.episodes) == (1, 3, [0, 1], study["episodes"])
+    assert args.variants == list(study["variants"]) and args.out == ROOT / "runs" / "teacher_ablation"
+    with pytest.raises(SystemExit):
+        gru_study.parse([str(path), "--variants", "none", "nosuch"])
 
 
 @pytest.mark.parametrize("text, says", [
