@@ -67,7 +67,6 @@ def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     """One run of `variants[variant]` (settings over base_config) into args.out/variant/seedN; reused if done."""
     from course_lib.gru.ppo_run import run
     from course_lib.gru.trainer import PPOConfig
-
     from course_lib.runs import file_sha256
 
     run_dir = args.out / variant / f"seed{seed}"

@@ -59,6 +59,7 @@ installed libraries (the record's versions say which).
 from __future__ import annotations
 
 import ast
+import dataclasses
 import datetime
 import hashlib
 import io
@@ -451,22 +452,45 @@ def _sources_at(revision: str, paths: list[str]) -> dict[str, str]:
     return sources
 
 
-def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
-    """The definitions the record's code changed since its code_revision: 'path::name' -> fingerprint now
-    (the rule is in this module's docstring); a file its command names changed as a whole: 'path::<file>'.
-    Raises NoHistory where git or the commit is not here."""
+@dataclasses.dataclass
+class _CodeAt:
+    """A record's code now and at its code_revision: what changed_since compares and --changed shows."""
+    revision: str
+    script: str
+    old_files: list[str]  # course_lib's .py files at the revision
+    deps: list[Path]  # the script and the files it depends on, now
+    local: list[str]  # those of deps under benchmarks/ (compared file by file)
+    data: list[str]  # the files under benchmarks/ its command names
+    old: dict[str, str]  # path -> text at the revision (course_lib, local and data)
+
+
+def _code_at(record: dict, root: Path = ROOT) -> _CodeAt:
+    """Collect a record's code now and at its revision (its script must exist; changed_since checks the history
+    first). Raises NoHistory where git cannot read the revision."""
     revision, script = record["code_revision"], record["script"]
-    if not (root / ".git").exists():
-        raise NoHistory("not a git clone")
-    _git("cat-file", "-e", f"{revision}^{{commit}}")
-    if not (root / script).is_file():
-        return {f"{script}::<file>": "deleted"}  # the script that made it is gone: remake it with today's
     old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
                  if p.endswith(".py")]
     deps = [root / script] + dependencies(script, root)
     local = [rel for rel in (p.relative_to(root).as_posix() for p in deps) if not rel.startswith("course_lib/")]
     data = data_files(record, root)
-    old = _sources_at(revision, old_files + local + data)
+    return _CodeAt(revision, script, old_files, deps, local, data, _sources_at(revision, old_files + local + data))
+
+
+def changed_since(record: dict, root: Path = ROOT) -> dict[str, str]:
+    """The definitions the record's code changed since its code_revision: 'path::name' -> fingerprint now
+    (the rule is in this module's docstring); a file its command names changed as a whole: 'path::<file>'.
+    Raises NoHistory where git or the commit is not here."""
+    if not (root / ".git").exists():
+        raise NoHistory("not a git clone")
+    _git("cat-file", "-e", f"{record['code_revision']}^{{commit}}")
+    if not (root / record["script"]).is_file():
+        return {f"{record['script']}::<file>": "deleted"}  # the script that made it is gone: remake it with today's
+    return _changes(_code_at(record, root), root)
+
+
+def _changes(code: _CodeAt, root: Path) -> dict[str, str]:
+    """changed_since's comparison of a record's code now with its code at the revision."""
+    old_files, deps, local, data, old, script = code.old_files, code.deps, code.local, code.data, code.old, code.script
     was_module = _was_module(old_files)
     pool: dict[str, set[str]] = {}  # course_lib at the revision: name -> fingerprints
     for path in old_files:
@@ -785,16 +809,13 @@ def _show_changes(path: str) -> None:
     if not isinstance(revision, str):
         print(f"{path} names no code_revision: its code's changes cannot be listed (LEGACY says what it lacks)")
         return
-    old_files = [p for p in _git("ls-tree", "-r", "--name-only", revision, "--", "course_lib").splitlines()
-                 if p.endswith(".py")]
     if not (ROOT / record["script"]).is_file():
         print(f"{record['script']}, which made {path}, is gone: remake the record ({record['command']})")
         return
-    local = [p.relative_to(ROOT).as_posix() for p in [ROOT / record["script"]] + dependencies(record["script"])
-             if not p.relative_to(ROOT).as_posix().startswith("course_lib/")]
-    old = _sources_at(revision, old_files + local + data_files(record))
+    code = _code_at(record)
+    old, local, old_files = code.old, code.local, code.old_files
     was_module = _was_module(old_files)
-    for key, fp in changed_since(record).items():
+    for key, fp in _changes(code, ROOT).items():
         rel, name = key.split("::", 1)
         if name == "<file>":
             before, now = old.get(rel, ""), (ROOT / rel).read_text() if (ROOT / rel).is_file() else ""

@@ -12,6 +12,7 @@ notebooks/data/ (the one records folder), never typed in:
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import re
 import sys
@@ -34,12 +35,18 @@ def _table(header: list[str], rows: list[list]) -> str:
     return "\n".join(lines)
 
 
+@functools.cache
+def _remake_commands() -> dict[str, str]:
+    """record path -> the command that remakes it, from benchmarks/experiments.toml (read once)."""
+    from book_tools.reproduce import experiments
+
+    return {e["path"]: e["command"] for e in experiments()}
+
+
 def _provenance(record: dict, path: str) -> str:
     """The record's device, machine, date and the command that remakes it, as benchmarks/experiments.toml (the
     one list of the records and their commands) gives it."""
-    from book_tools.reproduce import experiments
-
-    command = next((e["command"] for e in experiments() if e["path"] == path), None)
+    command = _remake_commands().get(path)
     if command is None:
         raise KeyError(f"{path} is not in benchmarks/experiments.toml: list it there with the command that remakes it")
     return (f"*Record:* `{path}`. *Device:* {record.get('device', 'cpu')}; *machine:* "
