@@ -139,6 +139,22 @@ def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
     return False
 
 
+def made_by(run_dirs: dict[str, Path]) -> dict:
+    """The code every run was made by ({"code_revision", "uncommitted_changes"}, from the made_at.json that
+    reuse_or_clear wrote in each of `run_dirs`, {label: folder}): one, or an error naming the runs that differ
+    (a commit made while they ran) or are unmarked."""
+    states = {}
+    for label, run_dir in run_dirs.items():
+        marked = run_dir / "made_at.json"
+        state = json.loads(marked.read_text()) if marked.is_file() else {}
+        states[label] = {k: state.get(k) for k in ("code_revision", "uncommitted_changes")}
+    distinct = {json.dumps(state, sort_keys=True) for state in states.values()}
+    if len(distinct) != 1 or None in next(iter(states.values())).values():
+        raise SystemExit(f"the runs were made by different code or are unmarked: {states}; run the command again "
+                         "(with nothing committed meanwhile): it remakes the runs not made by this code")
+    return next(iter(states.values()))
+
+
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
                threads: int | None = None, code: dict | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what

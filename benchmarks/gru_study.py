@@ -34,7 +34,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import command_args, gru_record_rates, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import command_args, gru_record_rates, made_by, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -160,22 +160,6 @@ def check_settings(args, variants: dict) -> None:
                                  "--help lists PPOConfig's settings)")
 
 
-def made_at(args) -> dict:
-    """The code every run of this study was made by (code_revision and uncommitted_changes, from their
-    made_at.json): one, or an error naming the runs that differ (a commit made while the study ran)."""
-    states = {}
-    for v in args.variants:
-        for s in args.seeds:
-            marked = args.out / v / f"seed{s}" / "made_at.json"
-            state = json.loads(marked.read_text()) if marked.is_file() else {}
-            states[f"{v}/seed{s}"] = {k: state.get(k) for k in ("code_revision", "uncommitted_changes")}
-    distinct = {json.dumps(state, sort_keys=True) for state in states.values()}
-    if len(distinct) != 1 or None in next(iter(states.values())).values():
-        raise SystemExit(f"the runs under {args.out} were made by different code or are unmarked: {states}; run the "
-                         "study again (with nothing committed meanwhile): it remakes the runs not made by this code")
-    return next(iter(states.values()))
-
-
 def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     """The command line and the study it names, the study's values filling every option not given."""
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
@@ -230,7 +214,7 @@ def main(argv=None) -> int:
     print(f"{'pretrained':10s} " + " ".join(f"{summary['pretrained'][k]:13.3f}" for k in KEYS))
 
     data = record(args, {v: variants[v] for v in args.variants}, results, summary, command_args(argv),
-                  made_at(args))
+                  made_by({f"{v}/seed{s}": args.out / v / f"seed{s}" for v in args.variants for s in args.seeds}))
     write_json(args.out / "summary.json", {"summary": summary})
     write_json(args.notebook_data, data)
     print(f"wrote {args.out / 'summary.json'} and {args.notebook_data}")

@@ -4,15 +4,16 @@
 
 For each seed:
 1. the whole command ``python -m course_lib ppo --seed N --out OUT/seedN`` (pretraining included) is
-   timed from outside: that is the "whole command" wall time the course's target is about (an existing
-   run with its ppo_timing.json is reused: delete OUT/seedN to redo it);
+   timed from outside: that is the "whole command" wall time the course's target is about (a finished
+   seed made by this code with the same options is reused, any other made again: `_common.reuse_or_clear`);
 2. from the same pretrained start (OUT/seedN/pretrained.pt) and for the same number of seconds
    the PPO updates took, best-of-N sampling and expert iteration run on the same tasks
    (train + val; never test), then expert iteration's policy is evaluated greedily.
 
 Prints mean and spread (sample standard deviation) of every figure, and writes
-OUT/summary.json plus a compact copy for the chapter's notebook (--notebook-data).
-Wall times depend on the machine and on what else runs on it: note the load.
+OUT/summary.json and the record for the chapter's notebook (--notebook-data; benchmarks/schema.py's format:
+the header, one row per seed, the summary, and each seed's metrics per update and greedy result per task).
+Wall times depend on the machine and on what else runs on it: each row keeps the load average.
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import sys
 import time
 from pathlib import Path
 
-from _common import gru_record_rates, gru_record_row, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import command_args, gru_record_rates, gru_record_row, machine, made_by, new_record, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -51,6 +52,9 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
 
     run_dir = out / f"seed{seed}"
     timing_file = run_dir / "ppo_timing.json"
+    if reuse_or_clear(run_dir, {"seed": seed, "ppo_options": extra}) and (run_dir / "baselines.json").exists():
+        print(f"seed {seed}: reusing {run_dir}, made by this code with these options", flush=True)
+        return json.loads((run_dir / "baselines.json").read_text())
     if not (timing_file.exists() and (run_dir / "eval.json").exists()):  # else: reuse the PPO run, redo baselines
         command = [sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
                    "--no-progress", *extra]
@@ -110,22 +114,18 @@ def summarise(results: list[dict]) -> dict:
     return rows
 
 
-def main() -> int:
+def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
     parser.add_argument("--out", type=Path, default=ROOT / "runs" / "ppo_benchmark")
     parser.add_argument("--notebook-data", type=Path, default=ROOT / "notebooks" / "data" / "ppo_benchmark.json",
                         help="compact results the chapter-6 notebook plots (metrics curves included)")
     parser.add_argument("extra", nargs="*", help="options passed on to `python -m course_lib ppo` (after --)")
-    args = parser.parse_args()
+    args = parser.parse_args(argv)
     args.out.mkdir(parents=True, exist_ok=True)
     results = []
     for seed in args.seeds:
-        if (args.out / f"seed{seed}" / "baselines.json").exists():
-            results.append(json.loads((args.out / f"seed{seed}" / "baselines.json").read_text()))
-            print(f"seed {seed}: already done, reusing {args.out / f'seed{seed}'}")
-            continue
-        print(f"seed {seed}: running ...", flush=True)
+        print(f"seed {seed} ...", flush=True)
         results.append(run_seed(seed, args.out, args.extra))
     summary = summarise(results)
     print(f"\n{'figure':42s} {'mean':>7s} {'std':>7s}   per seed")
@@ -139,10 +139,14 @@ def main() -> int:
             "entropy", "ratio_mean", "ratio_std", "value_loss", "policy_loss", "lr", "val_tasks_found",
             "epochs_done", "truncated_frac", "explore_episodes", "explore_pass_rate", "rollout_s", "explore_s", "learn_s")
     evals = {r["seed"]: json.loads((args.out / f"seed{r['seed']}" / "eval.json").read_text()) for r in results}
-    data = {"seeds": args.seeds, "summary": summary, "runs": results,
+    config = json.loads((args.out / f"seed{args.seeds[0]}" / "config.json").read_text())
+    config = {"seeds": args.seeds, **{k: v for k, v in config.items() if k != "seed"}}  # every seed's, but its seed
+    seconds = sum(r["command_seconds"] + r["best_of_n"]["wall_s"] + r["expert_iteration"]["wall_s"] for r in results)
+    data = new_record("benchmarks/ppo_benchmark.py", config=config, machine=machine(), device="cpu", seconds=seconds,
+                      args=command_args(argv), code=made_by({f"seed{s}": args.out / f"seed{s}" for s in args.seeds}))
+    data |= {"runs": results, "summary": summary, "seeds": args.seeds,
             "metrics": {str(r["seed"]): [{k: m.get(k) for k in keep}
                                           for m in read_metrics(args.out / f"seed{r['seed']}")] for r in results},
-            "config": json.loads((args.out / f"seed{args.seeds[0]}" / "config.json").read_text()),
             "per_task": {str(r["seed"]): [{k: gru_record_row(row)[k] for k in ("id", "split", "novelty", "passed",
                                                                                 "completion")}
                                           for row in evals[r["seed"]]["per_task"]] for r in results},

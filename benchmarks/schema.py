@@ -689,7 +689,7 @@ _REUSE_REASON = ("_common's reuse_or_clear now also keeps the settings a run is 
                  "reuses a run only with the same settings: which runs are made again, not what a run computes; "
                  "every run of this record was made afresh by the code at its commit")
 _GRU_STUDY_REUSE = {"benchmarks/gru_study.py::run_one": "0a7f49ad78d7", "benchmarks/gru_study.py::made_at": "a63cbddd38cc",
-                    "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "958c267af158"}
+                    "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "0400491ada51"}
 _GRU_STUDY_REUSE_REASON = ("gru_study gives reuse_or_clear each run's settings and the start's SHA-256, made_at "
                            "compares only the code the runs were made by, and parse reads the options where main did "
                            "(the same values: tests/test_studies.py); every run gets the same PPOConfig as before")
@@ -715,7 +715,8 @@ _LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language mode
 _COMMAND_ARGS = {"benchmarks/_common.py::command_args": "6de8870926cd"}
 _COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_args (the same lines, the repository "
                         "root found from _common's folder, the same one), so that the language model's runner uses it "
-                        "too; main calls it there")
+                        "too; main calls it there, and _common.made_by, where gru_study's made_at moved (the same "
+                        "check of every run's made_at.json, so that ppo_benchmark makes it too)")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "

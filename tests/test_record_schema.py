@@ -248,6 +248,24 @@ def test_a_run_folder_is_reused_only_if_made_at_this_commit(tmp_path, monkeypatc
     assert _common.reuse_or_clear(run) is False  # ... never reused, even by the same uncommitted code
 
 
+def test_a_record_names_the_one_commit_its_runs_were_made_at(tmp_path, monkeypatch):
+    from benchmarks import _common
+
+    state = {"code_revision": "a" * 40, "uncommitted_changes": False}
+    monkeypatch.setattr(_common, "code_state", lambda: dict(state))
+    runs = {f"seed{n}": tmp_path / f"seed{n}" for n in (0, 1)}
+    for run in runs.values():
+        _common.reuse_or_clear(run)
+    assert _common.made_by(runs) == state
+    state["code_revision"] = "b" * 40  # a commit while they ran: seed 1 made by other code
+    _common.reuse_or_clear(runs["seed1"])
+    with pytest.raises(SystemExit, match="different code") as raised:
+        _common.made_by(runs)
+    assert "seed0" in str(raised.value) and "b" * 40 in str(raised.value)
+    with pytest.raises(SystemExit, match="unmarked"):
+        _common.made_by({"seed2": tmp_path / "seed2"})
+
+
 def test_a_commands_outputs_are_not_its_code():
     record = {"script": "benchmarks/x.py", "command": "python benchmarks/x.py benchmarks/studies/a.toml "
                                                       "--out benchmarks/records/x.json --notebook-data benchmarks/y.json"}
