@@ -48,9 +48,10 @@ another module, or changing only its imports, the module its callers name, its d
 change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
 STILL_VALID lists each changed definition, with the fingerprint it was reviewed at and why the record still
 holds; a definition changed again after the review fails again. Records without a code_revision cannot be
-checked this way: they are in LEGACY, which says so. Not covered: book_tools, code a script starts in another
-process (`python -m course_lib ppo`, another script by subprocess), the task files under tasks/, and the
-installed libraries (the record's versions say which).
+checked this way: they are in LEGACY, which says so. A `python -m course_lib COMMAND` that a script starts in
+another process counts as an import of the command's module (COMMANDS). Not covered: book_tools, another script
+a script starts by subprocess, the task files under tasks/, and the installed libraries (the record's versions
+say which).
 
     python benchmarks/schema.py                     each record: valid, LEGACY, or what is wrong with it
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
@@ -366,18 +367,24 @@ def _module_file(module: str, root: Path) -> Path | None:
 
 # benchmarks/ modules a script's imports never make a dependency: the record format and its review lists
 NOT_CODE = ("schema",)
+# a script that starts `python -m course_lib COMMAND` in another process runs that command's module
+COMMANDS = {"ppo": "course_lib.cli.ppo_cli", "eval": "course_lib.cli.ppo_cli", "llm": "course_lib.cli.llm_cli"}
+_STARTS_COMMAND = re.compile(r"""["']-m["']\s*,\s*["']course_lib["']\s*,\s*["'](\w+)["']""")
 
 
 def dependencies(script: str, root: Path = ROOT) -> list[Path]:
     """The code `script` runs besides itself: the course_lib files it imports, directly or through other modules
     (imports inside functions too), with the packages' __init__.py files on the way, and the benchmarks/ modules
-    it imports (benchmarks/_common.py, another script; not NOT_CODE), as they are in the working tree."""
+    it imports (benchmarks/_common.py, another script; not NOT_CODE), as they are in the working tree. A
+    `python -m course_lib COMMAND` it starts in another process ([sys.executable, "-m", "course_lib", "ppo", ...])
+    counts as an import of the command's module (COMMANDS)."""
     seen: set[Path] = set()
     todo = [root / script]
     while todo:
         path = todo.pop()
-        tree = ast.parse(path.read_text())
-        modules = set()
+        source = path.read_text()
+        tree = ast.parse(source)
+        modules = {COMMANDS[c] for c in _STARTS_COMMAND.findall(source) if c in COMMANDS}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 modules |= {a.name for a in node.names}
@@ -763,8 +770,12 @@ STILL_VALID: dict[str, dict] = {
     "notebooks/data/ppo_from_copying_start.json": {
         "reason": "main reuses a seed's run folder only if it was made by the current code from the same checkpoint "
                   "(_common.reuse_or_clear) where it reused any folder with an eval.json; this record's two runs "
-                  "were made afresh at its commit, and the command each runs is the same; " + _CODE_STATE_REASON,
-        "reviewed": {**_CODE_STATE, "benchmarks/ppo_from_copying_start.py::main": "ea5c39a6ad2f"},
+                  "were made afresh at its commit, and the command each runs is the same; " + _CODE_STATE_REASON
+                  + "; the ppo command it starts (followed since the check counts `python -m course_lib ppo`) "
+                  "samples its rollouts by actor.collect_rollout, which now writes through the GRU's one loop: "
+                  + _ONE_SAMPLER_REASON,
+        "reviewed": {**_CODE_STATE, "benchmarks/ppo_from_copying_start.py::main": "ea5c39a6ad2f",
+                     "course_lib/gru/actor.py::collect_rollout": "2ec26391019b"},
     },
     "notebooks/data/llm_rl_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},
     "notebooks/data/teacher_grpo_benchmark.json": {"reason": _CODE_STATE_REASON, "reviewed": {**_CODE_STATE}},

@@ -316,3 +316,12 @@ def test_timed_contenders_take_turns_and_the_fastest_try_is_kept():
     assert order == ["a", "b", "a", "b"]
     assert _common.fastest(tries["a"]) == {"seconds": 2.0, "name": "a", "tries_s": [3.0, 2.0]}
     assert _common.fastest(tries["b"]) == {"seconds": 1.0, "name": "b", "tries_s": [1.0, 4.0]}
+
+
+def test_a_course_lib_command_started_in_another_process_is_followed():
+    """ppo_benchmark.py and ppo_from_copying_start.py start `python -m course_lib ppo`: its module is their code."""
+    for script in ("benchmarks/ppo_benchmark.py", "benchmarks/ppo_from_copying_start.py"):
+        files = [p.relative_to(ROOT).as_posix() for p in schema.dependencies(script)]
+        assert "course_lib/cli/ppo_cli.py" in files and "course_lib/gru/ppo_run.py" in files, script
+    assert "course_lib/cli/ppo_cli.py" not in [p.relative_to(ROOT).as_posix()
+                                               for p in schema.dependencies("benchmarks/gru_study.py")]
