@@ -110,8 +110,14 @@ def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", hu
 
 
 def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool) -> dict:
-    """The settings a record keeps, and a rerun must match to extend it."""
-    settings = {"model": MODEL, "rl": rl, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
+    """The settings a record keeps, and a rerun must match to extend it: `rl` as given, and under `rl_config`
+    every RLConfig setting the runs used (the sampling engine among them) but the seed."""
+    from dataclasses import asdict
+
+    from course_lib.lm.llm_rl import RLConfig
+
+    every = json.loads(json.dumps({k: v for k, v in asdict(RLConfig(**rl)).items() if k != "seed"}))  # as read back
+    settings = {"model": MODEL, "rl": rl, "rl_config": every, "greedy": GREEDY, "sampled": SAMPLED, "lora": LORA}
     if humaneval_train:
         settings["rollout_pool"] = "course train + val, and HumanEval's 131 training problems"
     if loop == "trl":
@@ -161,14 +167,15 @@ def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: 
         print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
 
 
-def run(study: dict, output: Path, seeds, command_args: list[str]) -> None:
-    """Run the study's method (chapter 10's RL settings, but for its [rl]) for each seed missing from `output`.
+def run(study: dict, output: Path, seeds, arguments: list[str]) -> None:
+    """Run the study's method (chapter 10's RL settings, but for its [rl]) for each seed missing from `output`;
+    arguments: the command's (the record's command gives them). The study's
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
     `course_lib.lm.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
     LoRA-RL report's protocol; `llm --rollout-humaneval`); its 33 test problems stay unseen.
-    start_from: a record with the same model and evaluation settings whose start row is reused
-    (the start's evaluation depends on neither the method nor the seed's training).
+    start_from: the name of a record with the same model and evaluation settings, made by this code, whose start
+    row is reused (the start's evaluation depends on neither the method nor the seed's training).
     humaneval: also greedy pass@1 on HumanEval's 33 test problems, for the start and every seed."""
     import transformers
 
@@ -212,7 +219,7 @@ def run(study: dict, output: Path, seeds, command_args: list[str]) -> None:
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        save(output, settings, runs, label, command_args=command_args, code=code,
+        save(output, settings, runs, label, arguments=arguments, code=code,
              seconds=elapsed + time.perf_counter() - start_all)
 
 
@@ -221,7 +228,7 @@ SUMMARY_KEYS = ("train_greedy_pass@1", "val_greedy_pass@1", "test_greedy_pass@1"
                 "humaneval_test_greedy_pass@1")
 
 
-def save(output: Path, settings: dict, runs: list, label: str, *, command_args: list[str], code: dict,
+def save(output: Path, settings: dict, runs: list, label: str, *, arguments: list[str], code: dict,
          seconds: float) -> None:
     """Write the record: benchmarks/schema.py's header, the runs and their summary (mean and spread over the
     seeds of each measure, the start's value beside them), and the names the Results pages read."""
@@ -231,7 +238,7 @@ def save(output: Path, settings: dict, runs: list, label: str, *, command_args: 
     summary = {key: {"start": start[key], label: stats([r[key] for r in trained])}
                for key in SUMMARY_KEYS if key in start}
     report = new_record("benchmarks/smollm2_rl.py", config=settings, machine=machine(), device="cpu",
-                        seconds=seconds, args=command_args, code=code)
+                        seconds=seconds, args=arguments, code=code)
     report |= {"runs": runs, "summary": summary, **settings, "seeds": done_seeds}
     write_json(output, report)
     print(f"wrote {_shown(output)} (seeds {done_seeds}; {seconds:.0f} s of runs in all)", flush=True)

@@ -238,6 +238,16 @@ def _ignored_kl_note(records: list[tuple[str, dict]]) -> str:
             "today's settings refuse a KL weight with REINFORCE.")
 
 
+def _sampler(record: dict) -> str:
+    """What sampled a record's rollouts: its rl_config's engine (records made by benchmarks/smollm2_rl.py's studies),
+    else Hugging Face's `generate` (the records made before the course's sampler, which name no engine)."""
+    engine = record.get("rl_config", {}).get("engine")
+    if engine is None or "loop" in record:  # TRL's GRPOTrainer samples with generate, whatever the engine says
+        return "Hugging Face's `generate`"
+    return {"auto": "the course's sampler (`course_lib.lm.decode`; engine auto)", "hf": "Hugging Face's `generate`",
+            "fast": "the course's sampler (`course_lib.lm.decode`)"}.get(engine, f"engine {engine}")
+
+
 def cpu_methods_section() -> str:
     records = [("GRPO", "notebooks/data/smollm2_rl.json"), ("REINFORCE", "notebooks/data/smollm2_reinforce.json"),
                ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json"),
@@ -249,8 +259,17 @@ def cpu_methods_section() -> str:
     rows = [row for label, _, record in loaded for row in _paired_rows(record, label)]
     settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
                          f"{r['rl']['group_size']}" for label, _, r in loaded)
+    samplers = {}
+    for label, _, record in loaded:
+        samplers.setdefault(_sampler(record), []).append(label)
+    if len(samplers) == 1:
+        title = f"## Three methods on the CPU, made with {next(iter(samplers))} sampling"
+    else:
+        title = "## Three methods on the CPU"
+        settings += ("; rollouts sampled by " + "; ".join(f"{s} ({', '.join(labels)})" for s, labels in samplers.items())
+                     + ": a method is paired with its own record's start, measured by the code that trained it")
     parts = [
-        "## Three methods on the CPU, made with Hugging Face's `generate` sampling",
+        title,
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
         f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
         "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "

@@ -96,6 +96,7 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     assert record["summary"]["test_greedy_pass@1"] == {"start": 0.0, "reinforce": {"mean": 0.05, "std": 0.0707,
                                                                                       "values": [0.0, 0.1]}}
     assert record["rl"]["method"] == "reinforce" and record["config"]["rl"] == record["rl"] and trained == [0, 1]
+    assert record["rl_config"]["engine"] == "auto" and record["rl_config"]["kl_coef"] == 0.0
 
     runner.run(study, out, [0, 1, 2], [])  # the same code: only the seed it lacks
     assert trained == [0, 1, 2] and json.loads(out.read_text())["seeds"] == [0, 1, 2]

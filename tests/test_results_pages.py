@@ -11,3 +11,9 @@ def test_every_results_page_is_in_the_table_of_contents():
     toc = (results.REPO_ROOT / "_toc.yml").read_text()
     for name in results.PAGES:
         assert f"book/results/{name}" in toc
+
+
+def test_a_record_says_what_sampled_its_rollouts():
+    assert results._sampler({"rl": {}}) == "Hugging Face's `generate`"  # made before records named an engine
+    assert "course_lib.lm.decode" in results._sampler({"rl_config": {"engine": "auto"}})
+    assert results._sampler({"rl_config": {"engine": "auto"}, "loop": "TRL"}) == "Hugging Face's `generate`"
