@@ -155,6 +155,29 @@ def made_by(run_dirs: dict[str, Path]) -> dict:
     return next(iter(states.values()))
 
 
+def read_study_file(path: Path, keys: dict[str, type], examples: str) -> tuple[dict, list[str]]:
+    """A study's config file (TOML: benchmarks/studies/) and what is wrong with the part every study shares: a key
+    missing, of the wrong type (keys: name -> type) or unknown, a name that is not the file's own (the record is
+    NAME.json), seeds that are not a non-empty list of whole numbers. A file that cannot be read stops here, its
+    error named with `examples`, the folder of good ones."""
+    import tomllib
+
+    try:
+        study = tomllib.loads(path.read_text())
+    except (OSError, tomllib.TOMLDecodeError) as e:
+        raise SystemExit(f"{path}: cannot read the study ({e}); see {examples} for examples")
+    wrong = [f"{k} (expected {t.__name__})" for k, t in keys.items() if not isinstance(study.get(k), t)]
+    extra = sorted(set(study) - set(keys))
+    problems = ([f"missing or wrong: {', '.join(wrong)}"] if wrong else []) + (
+        [f"unknown keys: {', '.join(extra)}"] if extra else [])
+    if not wrong:
+        if study["name"] != path.stem:
+            problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
+        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
+            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
+    return study, problems
+
+
 def new_record(script: str, *, config: dict, machine: str, device: str, seconds: float, args: Sequence[str] = (),
                threads: int | None = None, code: dict | None = None) -> dict:
     """The fields every new record starts with (benchmarks/schema.py's HEADER_FIELDS, in that order): what

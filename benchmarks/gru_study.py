@@ -34,7 +34,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import command_args, gru_record_rates, made_by, new_record, provenance, reuse_or_clear, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import (command_args, gru_record_rates, made_by, new_record, provenance, read_study_file,
+                     reuse_or_clear, stats, write_json)  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -124,24 +125,11 @@ def record(args, variants: dict, results: dict, summary: dict, command_args: lis
 def read_study(path: Path) -> dict:
     """A study's file: name (the file's own), updates, episodes, eval_every, seeds and variants (a table of
     PPOConfig settings each), checked so that a mistake is named before any run starts."""
-    import tomllib
-
-    try:
-        study = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SystemExit(f"{path}: cannot read the study ({e}); see benchmarks/studies/ for examples")
     need = {"name": str, "updates": int, "episodes": int, "eval_every": int, "seeds": list, "variants": dict}
-    wrong = [f"{k} (expected {t.__name__})" for k, t in need.items() if not isinstance(study.get(k), t)]
-    extra = sorted(set(study) - set(need))
-    problems = ([f"missing or wrong: {', '.join(wrong)}"] if wrong else []) + (
-        [f"unknown keys: {', '.join(extra)}"] if extra else [])
-    if not wrong:
-        if study["name"] != path.stem:
-            problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
-        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
-            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
-        if not study["variants"] or not all(isinstance(v, dict) for v in study["variants"].values()):
-            problems.append("variants must be [variants.NAME] tables of PPOConfig settings")
+    study, problems = read_study_file(path, need, "benchmarks/studies/")
+    if isinstance(study.get("variants"), dict) and (
+            not study["variants"] or not all(isinstance(v, dict) for v in study["variants"].values())):
+        problems.append("variants must be [variants.NAME] tables of PPOConfig settings")
     if problems:
         raise SystemExit(f"{path}: " + "; ".join(problems))
     return study

@@ -195,8 +195,6 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/ppo_benchmark.json":
-        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary",
     "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
     **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json": _VARIANTS_GPU for n in (0, 1, 2)},
     "notebooks/data/gru_ppo_cuda.json":
@@ -713,17 +711,20 @@ _GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
 _LM_STUDY_RUNNER = {  # reviewed on 2026-11-28
     **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
         ("LOOPS", "cce1cfa7de02"), ("STUDIES", "4e8db7c5517a"), ("STUDY_KEYS", "1b833646635a"),
-        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "f73fa82b347b"), ("parse", "7c33936b986a"), ("run", "def079b2483e"),
-        ("save", "37d421e7ce5d"), ("start_rows", "d708f83521b4"), ("statement 85d88cdd4da2", "85d88cdd4da2"))}}
+        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "f73fa82b347b"), ("parse", "7c33936b986a"), ("run", "2f7e922487db"), ("run_settings", "36c909d63a1d"),
+        ("save", "aab3ed794438"), ("start_rows", "d708f83521b4"), ("statement 85d88cdd4da2", "85d88cdd4da2"))}}
 _LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language model's study files (benchmarks/studies/lm/): "
                            "what it added or changed (the study's reading and checks, parse, run, save, start_rows, "
-                           "main) runs only when it is the script; this script imports its constants (MODEL, LORA, "
-                           "RL, REPO_ROOT), unchanged")
-_COMMAND_ARGS = {"benchmarks/_common.py::command_args": "6de8870926cd"}
+                           "main, run_settings' rl_config) runs only when it is the script; this script imports its "
+                           "constants (MODEL, LORA, RL, REPO_ROOT), unchanged")
+_COMMAND_ARGS = {"benchmarks/_common.py::command_args": "6de8870926cd",
+                 "benchmarks/gru_study.py::read_study": "a165710453e4"}
 _COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_args (the same lines, the repository "
                         "root found from _common's folder, the same one), so that the language model's runner uses it "
                         "too; main calls it there, and _common.made_by, where gru_study's made_at moved (the same "
-                        "check of every run's made_at.json, so that ppo_benchmark makes it too)")
+                        "check of every run's made_at.json, so that ppo_benchmark makes it too); read_study reads "
+                        "the file and checks the keys, name and seeds every study shares by _common.read_study_file "
+                        "(the same checks and messages; tests/test_studies.py names each mistake), then its variants")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "

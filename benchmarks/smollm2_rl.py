@@ -36,7 +36,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import code_state, command_args, machine, new_record, stats, write_json  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import (code_state, command_args, machine, new_record, read_study_file, stats,
+                     write_json)  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -264,28 +265,14 @@ def read_study(path: Path) -> dict:
     """A study's file, checked so that a mistake is named before any run starts: its keys and their types, its
     name (the file's own), whole-number seeds, the loop, the record it takes the start from, and every seed's
     RLConfig (a wrong setting is named as RLConfig names it)."""
-    import tomllib
-
     from course_lib.lm.llm_rl import RLConfig
 
-    try:
-        study = tomllib.loads(path.read_text())
-    except (OSError, tomllib.TOMLDecodeError) as e:
-        raise SystemExit(f"{path}: cannot read the study ({e}); see {STUDIES.relative_to(REPO_ROOT)}/ for examples")
-    wrong = [f"{k} (expected {t.__name__})" for k, t in STUDY_KEYS.items() if not isinstance(study.get(k), t)]
-    extra = sorted(set(study) - set(STUDY_KEYS))
-    problems = ([f"missing or wrong: {', '.join(wrong)}"] if wrong else []) + (
-        [f"unknown keys: {', '.join(extra)}"] if extra else [])
-    if not wrong:
-        if study["name"] != path.stem:
-            problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
-        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
-            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
-        if study["loop"] not in LOOPS:
-            problems.append(f"loop must be one of {', '.join(LOOPS)}, got {study['loop']!r}")
-        if study["start_from"] and not (REPO_ROOT / "notebooks" / "data" / f"{study['start_from']}.json").is_file():
-            problems.append(f"start_from {study['start_from']!r}: no record notebooks/data/{study['start_from']}.json "
-                            "(\"\" measures the start)")
+    study, problems = read_study_file(path, STUDY_KEYS, f"{STUDIES.relative_to(REPO_ROOT)}/")
+    if isinstance(study.get("loop"), str) and study["loop"] not in LOOPS:
+        problems.append(f"loop must be one of {', '.join(LOOPS)}, got {study['loop']!r}")
+    start = study.get("start_from")
+    if isinstance(start, str) and start and not (REPO_ROOT / "notebooks" / "data" / f"{start}.json").is_file():
+        problems.append(f"start_from {start!r}: no record notebooks/data/{start}.json (\"\" measures the start)")
     if not problems:
         for seed in study["seeds"]:
             try:
