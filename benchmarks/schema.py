@@ -195,6 +195,10 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
+    "notebooks/data/ppo_benchmark.json":
+        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary (its script now "
+        "writes this format; chapter 6 prints it, so it is remade with the chapter, on the processor vendor the "
+        "chapters' outputs were made on: notebooks/outputs_made_on.json)",
     "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
     **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json": _VARIANTS_GPU for n in (0, 1, 2)},
     "notebooks/data/gru_ppo_cuda.json":
