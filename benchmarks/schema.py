@@ -207,8 +207,6 @@ LEGACY = {
         "machine and versions; rows as commands/eval/curves; tests/test_gpu_records.py reads it",
     # chapters 9-11: the language models
     "notebooks/data/smollm2_rl.json": _SMOLLM2_CPU,
-    "notebooks/data/smollm2_ppo.json": _SMOLLM2_CPU,
-    "notebooks/data/smollm2_reinforce.json": _SMOLLM2_CPU,
     "notebooks/data/trl_grpo.json": _SMOLLM2_CPU,
     "notebooks/data/smollm2_teacher_grpo.json": _SMOLLM2_CPU,
     "notebooks/data/smollm2_humaneval_rl.json": _SMOLLM2_CPU,

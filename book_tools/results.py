@@ -262,18 +262,24 @@ def cpu_methods_section() -> str:
     samplers = {}
     for label, _, record in loaded:
         samplers.setdefault(_sampler(record), []).append(label)
-    if len(samplers) == 1:
-        title = f"## Three methods on the CPU, made with {next(iter(samplers))} sampling"
-    else:
-        title = "## Three methods on the CPU"
-        settings += ("; rollouts sampled by " + "; ".join(f"{s} ({', '.join(labels)})" for s, labels in samplers.items())
-                     + ": a method is paired with its own record's start, measured by the code that trained it")
+    title = "## Three methods on the CPU" + (f", made with {next(iter(samplers))} sampling" if len(samplers) == 1 else "")
+    pairing = ("Each trained seed is paired with the one start (its greedy answers have no sampling noise; its sampled "
+               "pass rate does, which the ± leaves out)")
+    if len(samplers) > 1:
+        starts = sorted({next(r for r in record["runs"] if r["model"] == "start")["test_pass_rate"]
+                         for _, _, record in loaded})
+        pairing = (" ".join(f"{', '.join(labels)}: rollouts sampled by {s}." for s, labels in samplers.items())
+                   + " Each record measured its start with the code, and on the machine, that trained it, and each "
+                   "trained seed is paired "
+                   "with its own record's start. The start's greedy answers have no sampling noise; its sampled pass rate "
+                   "does, which the ± leaves out: the same start scores "
+                   + " and ".join(f"{v:.3f}" for v in starts) + " from samples in these records, so a change in the "
+                   "sampled rate smaller than that gap is no evidence")
     parts = [
         title,
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "
-        f"the rollout pool ({settings}); reward 1 if every test passes, else 0. Each trained seed is paired with "
-        "the one start (its greedy answers have no sampling noise; its sampled pass rate does, which the ± leaves "
-        "out); mean ± standard error over the seeds, and a change counts only beyond the t-interval."
+        f"the rollout pool ({settings}); reward 1 if every test passes, else 0. {pairing}. Mean ± standard error "
+        "over the seeds; a change counts only beyond the t-interval."
         + _ignored_kl_note([(label, record) for label, _, record in loaded]),
         _table(["method", "seeds", "split", "measure", "start", "trained (mean ± SE)", "change ± SE", "t-interval",
                 "verdict"], rows)]
