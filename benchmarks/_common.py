@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 if __package__:  # imported as benchmarks._common
-    from .schema import HEADER_FIELDS, SCHEMA_VERSION
+    from .schema import HEADER_FIELDS, OUTPUT_OPTIONS, SCHEMA_VERSION
 else:  # a script's `from _common import ...`, with benchmarks/ on sys.path
-    from schema import HEADER_FIELDS, SCHEMA_VERSION
+    from schema import HEADER_FIELDS, OUTPUT_OPTIONS, SCHEMA_VERSION
 
 
 def stats(values) -> dict:
@@ -216,8 +216,8 @@ def command_args(argv: Sequence[str] | None) -> list[str]:
     root = Path(__file__).resolve().parents[1]
     out = []
     for a in (sys.argv[1:] if argv is None else argv):
-        p = Path(a)
-        if p.exists() and p.resolve().is_relative_to(root):
+        p = Path(a)  # a file that exists, or an output about to be written (schema.OUTPUT_OPTIONS)
+        if (p.exists() or (out and out[-1] in OUTPUT_OPTIONS)) and p.resolve().is_relative_to(root):
             a = p.resolve().relative_to(root).as_posix()
         out.append(a)
     return out

@@ -88,7 +88,7 @@ def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     return result
 
 
-def record(args, variants: dict, results: dict, summary: dict, command_args: list[str], code: dict) -> dict:
+def record(args, variants: dict, results: dict, summary: dict, arguments: list[str], code: dict) -> dict:
     """The record (benchmarks/schema.py's format): the header, one row per run, and under the names the
     chapters and Results pages read, the summary, each run's metrics per update and greedy result per task."""
     from course_lib.gru.ppo_run import read_metrics
@@ -98,7 +98,7 @@ def record(args, variants: dict, results: dict, summary: dict, command_args: lis
     config = {k: v for k, v in base_config(args).items() if k != "pretrained"}
     total_seconds = round(sum(results[v][s].get("run_seconds", 0.0) for v in args.variants for s in args.seeds), 1)
     data = new_record("benchmarks/gru_study.py", config={"seeds": args.seeds, "variants": variants, **config},
-                      machine=made["machine"], device="cpu", seconds=total_seconds, args=command_args,
+                      machine=made["machine"], device="cpu", seconds=total_seconds, args=arguments,
                       threads=config["threads"],  # each run's (args.jobs runs at a time)
                       code=code)  # the commit the runs were made at
     data |= {

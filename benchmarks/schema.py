@@ -384,7 +384,11 @@ def dependencies(script: str, root: Path = ROOT) -> list[Path]:
         path = todo.pop()
         source = path.read_text()
         tree = ast.parse(source)
-        modules = {COMMANDS[c] for c in _STARTS_COMMAND.findall(source) if c in COMMANDS}
+        unknown = sorted(set(_STARTS_COMMAND.findall(source)) - set(COMMANDS))
+        if unknown:
+            raise ValueError(f"{path} starts python -m course_lib {', '.join(unknown)}: add the command's module to "
+                             "schema.COMMANDS, so that its code is followed")
+        modules = {COMMANDS[c] for c in _STARTS_COMMAND.findall(source)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
                 modules |= {a.name for a in node.names}
@@ -695,10 +699,11 @@ _REUSE = {"benchmarks/_common.py::reuse_or_clear": "b9da2a22b0f9"}
 _REUSE_REASON = ("_common's reuse_or_clear now also keeps the settings a run is made with in its made_at.json and "
                  "reuses a run only with the same settings: which runs are made again, not what a run computes; "
                  "every run of this record was made afresh by the code at its commit")
-_GRU_STUDY_REUSE = {"benchmarks/gru_study.py::run_one": "0a7f49ad78d7", "benchmarks/gru_study.py::made_at": "a63cbddd38cc",
+_GRU_STUDY_REUSE = {"benchmarks/gru_study.py::run_one": "0a7f49ad78d7",
                     "benchmarks/gru_study.py::parse": "a34dbee10f1f", "benchmarks/gru_study.py::main": "0400491ada51"}
-_GRU_STUDY_REUSE_REASON = ("gru_study gives reuse_or_clear each run's settings and the start's SHA-256, made_at "
-                           "compares only the code the runs were made by, and parse reads the options where main did "
+_GRU_STUDY_REUSE_REASON = ("gru_study gives reuse_or_clear each run's settings and the start's SHA-256, the check "
+                           "of the runs' made_at.json (now _common.made_by) compares only the code they were made "
+                           "by, and parse reads the options where main did "
                            "(the same values: tests/test_studies.py); every run gets the same PPOConfig as before")
 _COMMON_GRU_NAMES = {"benchmarks/_common.py::statement 53f107c8bc9a": "53f107c8bc9a",
                      "benchmarks/_common.py::_GRU_RECORD_ROW": "834039945062"}
@@ -713,20 +718,35 @@ _GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
 _LM_STUDY_RUNNER = {  # reviewed on 2026-11-28
     **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
         ("LOOPS", "cce1cfa7de02"), ("STUDIES", "4e8db7c5517a"), ("STUDY_KEYS", "1b833646635a"),
-        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "f73fa82b347b"), ("parse", "7c33936b986a"), ("run", "2f7e922487db"), ("run_settings", "36c909d63a1d"),
-        ("save", "aab3ed794438"), ("start_rows", "d708f83521b4"), ("statement 85d88cdd4da2", "85d88cdd4da2"))}}
+        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "5829c9e8b569"), ("parse", "7c33936b986a"), ("run", "d91680ee1763"),
+        ("run_settings", "36c909d63a1d"), ("save", "aab3ed794438"), ("start_rows", "7bc1e3e31a01"),
+        ("statement 85d88cdd4da2", "85d88cdd4da2"), ("SETTINGS_KEYS", "d1aafb1a9c82"),
+        ("_made_here_by_this_code", "6202528c0954"), ("_remake_args", "765a1481dfca"))}}
 _LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language model's study files (benchmarks/studies/lm/): "
                            "what it added or changed (the study's reading and checks, parse, run, save, start_rows, "
-                           "main, run_settings' rl_config) runs only when it is the script; this script imports its "
-                           "constants (MODEL, LORA, RL, REPO_ROOT), unchanged")
-_COMMAND_ARGS = {"benchmarks/_common.py::command_args": "6de8870926cd",
+                           "main, run_settings' rl_config) runs only when it is the script; the scripts that import "
+                           "it use its constants (MODEL, LORA, RL, REPO_ROOT) and its summarise, unchanged")
+_COMMAND_ARGS = {"benchmarks/_common.py::command_args": "44b451a04744", "benchmarks/gru_study.py::record": "c360c8914a65",
                  "benchmarks/gru_study.py::read_study": "a165710453e4"}
 _COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_args (the same lines, the repository "
                         "root found from _common's folder, the same one), so that the language model's runner uses it "
-                        "too; main calls it there, and _common.made_by, where gru_study's made_at moved (the same "
+                        "too, and writes an output option's path from the root even before the file exists; main "
+                        "calls it there, record names its parameter `arguments`, and _common.made_by, where gru_study's made_at moved (the same "
                         "check of every run's made_at.json, so that ppo_benchmark makes it too); read_study reads "
                         "the file and checks the keys, name and seeds every study shares by _common.read_study_file "
                         "(the same checks and messages; tests/test_studies.py names each mistake), then its variants")
+_LM_REUSE_RULES = {  # reviewed on 2026-11-28
+    "benchmarks/smollm2_rl.py::run": "d91680ee1763", "benchmarks/smollm2_rl.py::start_rows": "7bc1e3e31a01",
+    "benchmarks/smollm2_rl.py::main": "5829c9e8b569", "benchmarks/smollm2_rl.py::SETTINGS_KEYS": "d1aafb1a9c82",
+    "benchmarks/smollm2_rl.py::_made_here_by_this_code": "6202528c0954",
+    "benchmarks/smollm2_rl.py::_remake_args": "765a1481dfca"}
+_LM_REUSE_RULES_REASON = ("run, start_rows and their helpers now extend a record, or reuse another's start, only when "
+                          "it was made by this code on this machine with every setting the same; this record was "
+                          "made afresh at its commit, its start measured by its own run (the record it could take "
+                          "it from was made by other code); _remake_args writes the command from the seeds the "
+                          "record holds, here the study's, so the command is the one it ran; the study file's "
+                          "comments changed, not its settings; _common.command_args also writes an output "
+                          "option's path from the root before the file exists (this record's command names none)")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
@@ -790,6 +810,10 @@ STILL_VALID: dict[str, dict] = {
         "reason": f"{_REUSE_REASON}; run_one gives it the run's PPOConfig settings and the start's SHA-256, and builds "
                   f"the same PPOConfig from them; {_CODE_STATE_REASON}",
         "reviewed": {**_REUSE, **_CODE_STATE, "benchmarks/reward_ablation.py::run_one": "8673ebb937f0"}},
+    **{f"notebooks/data/{name}.json": {"reason": _LM_REUSE_RULES_REASON,
+                                       "reviewed": {**_LM_REUSE_RULES, f"benchmarks/studies/lm/{name}.toml::<file>": fp,
+                                                    "benchmarks/_common.py::command_args": "44b451a04744"}}
+       for name, fp in (("smollm2_ppo", "dca68d9f0eba"), ("smollm2_reinforce", "4db494a033cd"))},
     "notebooks/data/scoring_benchmark.json": {"reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}",
                                               "reviewed": {**_REUSE, **_CODE_STATE}},
     "notebooks/data/smollm2_step_time.json": {

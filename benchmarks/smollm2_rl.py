@@ -17,14 +17,16 @@ a fresh LoRA on it, trains on the tests of the train and val tasks, and is evalu
 protocol (`evaluation.evaluate`): greedy pass@1 on every split, and pass@1 from 8 samples per task
 on the test split. The start is evaluated once (its greedy answers have no sampling noise), so
 each seed gives a paired difference (trained - start) per split; a study reuses another record's start
-(`start_from`) only where that record has the same model and evaluation settings and was made by this code.
+(`start_from`) only where that record has the same model and evaluation settings and was made by this code on
+this machine.
 
-A record made by this code with the same settings is extended, not remade: only the seeds it lacks are run
+A record made by this code on this machine with the same settings is extended, not remade: only the seeds it lacks are run
 (each seed's run depends on nothing but its seed), and the file is rewritten after every seed. The record
 (benchmarks/schema.py's format) keeps, besides the header, the names the Results pages read: model, rl,
 greedy, sampled, lora, seeds and the runs (the start's row, then one per seed).
 
-The batch (`python -m book_tools reproduce`) runs chapter 10's and 11's studies when their records are missing.
+The batch (`python -m book_tools reproduce`) runs the smollm2_rl and smollm2_teacher_grpo studies before chapter 11
+when their records are missing.
 """
 
 from __future__ import annotations
@@ -110,6 +112,10 @@ def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", hu
             for r in history]
 
 
+# every key run_settings may write: a record is extended only when each is the same (or absent from both)
+SETTINGS_KEYS = ("model", "rl", "rl_config", "greedy", "sampled", "lora", "rollout_pool", "loop", "humaneval")
+
+
 def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool) -> dict:
     """The settings a record keeps, and a rerun must match to extend it: `rl` as given, and under `rl_config`
     every RLConfig setting the runs used (the sampling engine among them) but the seed."""
@@ -138,18 +144,23 @@ def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
     source = json.loads(start_from.read_text())
     if not all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
         return []
-    if not _made_by_this_code(source):
-        print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was made by other code", flush=True)
+    if not _made_here_by_this_code(source):
+        print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was made by other code, or on "
+              "another machine", flush=True)
         return []
     print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
     return [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
 
 
-def _made_by_this_code(record: dict) -> bool:
-    """Whether `record` names the commit this code is, with nothing uncommitted then or now."""
+def _made_here_by_this_code(record: dict) -> bool:
+    """Whether `record` was made by this code (the same commit, nothing uncommitted then or now), on this machine
+    (the processor decides the last digits of every sum), with this torch."""
+    import torch
+
     now = code_state()
     return (not now["uncommitted_changes"] and record.get("uncommitted_changes") is False
-            and record.get("code_revision") == now["code_revision"])
+            and record.get("code_revision") == now["code_revision"] and record.get("machine") == machine()
+            and record.get("versions", {}).get("torch") == torch.__version__)
 
 
 def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: bool, clock: float) -> None:
@@ -168,9 +179,9 @@ def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: 
         print(f"start: HumanEval test greedy {start_row['humaneval_test_greedy_pass@1']:.3f}", flush=True)
 
 
-def run(study: dict, output: Path, seeds, arguments: list[str]) -> None:
+def run(study: dict, output: Path, seeds, study_file: str) -> None:
     """Run the study's method (chapter 10's RL settings, but for its [rl]) for each seed missing from `output`;
-    arguments: the command's (the record's command gives them). The study's
+    study_file: the study's file as the record's command names it. The study's
     loop: "course" (`llm_rl.train_rl`) or "trl" (TRL's GRPOTrainer with the same settings:
     `course_lib.lm.trl_grpo`); a TRL run's rows are labelled "trl-" + method.
     humaneval_train: the rollouts draw from HumanEval's 131 training problems too (the DeepSeek-Coder
@@ -194,7 +205,8 @@ def run(study: dict, output: Path, seeds, arguments: list[str]) -> None:
     settings = run_settings(rl, loop=loop, humaneval=humaneval, humaneval_train=humaneval_train)
     label = rl["method"] if loop == "course" else f"{loop}-{rl['method']}"
     old = json.loads(output.read_text()) if output.exists() else {}
-    same = bool(old) and all(old.get(k) == v for k, v in settings.items()) and _made_by_this_code(old)
+    same = (bool(old) and all(old.get(k) == settings.get(k) for k in SETTINGS_KEYS)
+            and _made_here_by_this_code(old))
     start_from = REPO_ROOT / "notebooks" / "data" / f"{study['start_from']}.json" if study["start_from"] else None
     runs = (old["runs"] if same else []) or start_rows(start_from, settings)
     done = {r["seed"] for r in runs if r["model"] == label}
@@ -220,7 +232,7 @@ def run(study: dict, output: Path, seeds, arguments: list[str]) -> None:
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
-        save(output, settings, runs, label, arguments=arguments, code=code,
+        save(output, settings, runs, label, arguments=_remake_args(study_file, study, runs, label, output), code=code,
              seconds=elapsed + time.perf_counter() - start_all)
 
 
@@ -243,6 +255,16 @@ def save(output: Path, settings: dict, runs: list, label: str, *, arguments: lis
     report |= {"runs": runs, "summary": summary, **settings, "seeds": done_seeds}
     write_json(output, report)
     print(f"wrote {_shown(output)} (seeds {done_seeds}; {seconds:.0f} s of runs in all)", flush=True)
+
+
+def _remake_args(study_file: str, study: dict, runs: list, label: str, output: Path) -> list[str]:
+    """The arguments that remake the record as it now is: the study, the seeds it holds where they are not the
+    study's, and where it is written where that is not the study's record."""
+    done = sorted(r["seed"] for r in runs if r["model"] == label)
+    args = [study_file] + (["--seeds", *map(str, done)] if done != sorted(study["seeds"]) else [])
+    if output != REPO_ROOT / "notebooks" / "data" / f"{study['name']}.json":
+        args += ["--output", _shown(output)]
+    return args
 
 
 def _shown(path: Path) -> str:
@@ -300,7 +322,7 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
 
 def main(argv=None) -> int:
     args, study = parse(argv)
-    run(study, args.output, args.seeds, command_args(argv))
+    run(study, args.output, args.seeds, command_args([str(args.study)])[0])
     return 0
 
 

@@ -248,6 +248,34 @@ def _sampler(record: dict) -> str:
             "fast": "the course's sampler (`course_lib.lm.decode`)"}.get(engine, f"engine {engine}")
 
 
+def _sampling_note(loaded: list) -> tuple[str, str]:
+    """The section's title and how its seeds are paired: what sampled each record's rollouts and, where the
+    samplers differ, whose start each record measured and how far apart the same start's sampled rates are."""
+    samplers = {}
+    for label, _, record in loaded:
+        samplers.setdefault(_sampler(record), []).append(label)
+    title = "## Three methods on the CPU" + (f", made with {next(iter(samplers))} sampling" if len(samplers) == 1 else "")
+    pairing = ("Each trained seed is paired with the one start (its greedy answers have no sampling noise; its sampled "
+               "pass rate does, which the ± leaves out)")
+    if len(samplers) > 1:
+        starts = {label: next(r for r in record["runs"] if r["model"] == "start") for label, _, record in loaded}
+        measured = [label for label, start in starts.items() if "from" not in start]
+        reused = [f"{label} reuses the start of `{Path(start['from']).name}`" for label, start in starts.items()
+                  if "from" in start]
+        scores = {}
+        for label, start in starts.items():
+            scores.setdefault(f"{start['test_pass_rate']:.3f}", []).append(label)
+        pairing = (" ".join(f"{', '.join(labels)}: rollouts sampled by {s}." for s, labels in samplers.items())
+                   + f" {', '.join(measured)}: each record measured its start with the code, and on the machine, "
+                   "that trained it" + "".join(f"; {r}" for r in reused) + ". Each trained seed is paired with its "
+                   "own record's start. The start's greedy answers have no sampling noise; its sampled pass rate "
+                   "does, which the ± leaves out: the same start scores "
+                   + " and ".join(f"{v} ({', '.join(labels)})" for v, labels in sorted(scores.items()))
+                   + " from samples in these records, so a change in the sampled rate smaller than that gap is no "
+                   "evidence")
+    return title, pairing
+
+
 def cpu_methods_section() -> str:
     records = [("GRPO", "notebooks/data/smollm2_rl.json"), ("REINFORCE", "notebooks/data/smollm2_reinforce.json"),
                ("PPO (value head, GAE)", "notebooks/data/smollm2_ppo.json"),
@@ -259,22 +287,7 @@ def cpu_methods_section() -> str:
     rows = [row for label, _, record in loaded for row in _paired_rows(record, label)]
     settings = "; ".join(f"{label}: {r['rl']['steps']} steps of {r['rl']['prompts_per_step']} prompts x "
                          f"{r['rl']['group_size']}" for label, _, r in loaded)
-    samplers = {}
-    for label, _, record in loaded:
-        samplers.setdefault(_sampler(record), []).append(label)
-    title = "## Three methods on the CPU" + (f", made with {next(iter(samplers))} sampling" if len(samplers) == 1 else "")
-    pairing = ("Each trained seed is paired with the one start (its greedy answers have no sampling noise; its sampled "
-               "pass rate does, which the ± leaves out)")
-    if len(samplers) > 1:
-        starts = sorted({next(r for r in record["runs"] if r["model"] == "start")["test_pass_rate"]
-                         for _, _, record in loaded})
-        pairing = (" ".join(f"{', '.join(labels)}: rollouts sampled by {s}." for s, labels in samplers.items())
-                   + " Each record measured its start with the code, and on the machine, that trained it, and each "
-                   "trained seed is paired "
-                   "with its own record's start. The start's greedy answers have no sampling noise; its sampled pass rate "
-                   "does, which the ± leaves out: the same start scores "
-                   + " and ".join(f"{v:.3f}" for v in starts) + " from samples in these records, so a change in the "
-                   "sampled rate smaller than that gap is no evidence")
+    title, pairing = _sampling_note(loaded)
     parts = [
         title,
         "SmolLM2-135M-Instruct with a fresh LoRA, through its chat template, the course's train and val tasks as "

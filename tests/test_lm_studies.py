@@ -40,10 +40,12 @@ def test_a_study_asks_for_the_settings_its_record_was_made_with(runner, path):
     for key in ("model", "greedy", "sampled", "lora", "humaneval", "rollout_pool"):
         assert record.get(key) == settings.get(key), f"{path.name}: {key}"
     assert ("loop" in record) == (study["loop"] == "trl") and record["seeds"] == study["seeds"]
-    # the same RL settings; the REINFORCE and PPO records say kl_coef 0.05, which their loop ignored (weight 0)
-    assert {k: v for k, v in record["rl"].items() if k != "kl_coef"} == {k: v for k, v in rl.items() if k != "kl_coef"}
-    ran_with = 0.0 if rl["method"] in ("reinforce", "ppo") else record["rl"]["kl_coef"]
-    assert kl_weight(rl["method"], rl["kl_coef"]) == ran_with
+    if "code_revision" in record:  # made by this runner: the same settings, every RLConfig setting too
+        assert record["rl"] == rl and record["rl_config"] == settings["rl_config"]
+    else:  # made before: REINFORCE's and PPO's said kl_coef 0.05, which their loop ignored (weight 0)
+        assert {k: v for k, v in record["rl"].items() if k != "kl_coef"} == {k: v for k, v in rl.items() if k != "kl_coef"}
+        ran_with = 0.0 if rl["method"] in ("reinforce", "ppo") else record["rl"]["kl_coef"]
+        assert kl_weight(rl["method"], rl["kl_coef"]) == ran_with
 
 
 GOOD = ('name = "x"\nseeds = [0]\nstart_from = ""\nloop = "course"\nhumaneval = false\nhumaneval_train = false\n'
@@ -56,7 +58,7 @@ GOOD = ('name = "x"\nseeds = [0]\nstart_from = ""\nloop = "course"\nhumaneval = 
     (GOOD.replace('loop = "course"', 'loop = "mine"'), "loop must be one of course, trl"),
     (GOOD.replace('start_from = ""', 'start_from = "nosuch"'), "no record notebooks/data/nosuch.json"),
     (GOOD.replace("humaneval = false\n", ""), "missing or wrong: humaneval (expected bool)"),
-    (GOOD + "epochs = 2\n".replace("epochs", "[extra]\nepochs"), "unknown keys: extra"),
+    (GOOD + "[extra]\nepochs = 2\n", "unknown keys: extra"),
     (GOOD + 'method = "reinforce"\n', "kl_coef=0.05: reinforce's loss has no KL term"),
     (GOOD + "stepz = 3\n", "[rl], seed 0"),
     ("name = ", "cannot read the study"),
@@ -64,7 +66,7 @@ GOOD = ('name = "x"\nseeds = [0]\nstart_from = ""\nloop = "course"\nhumaneval = 
 def test_a_wrong_study_is_named_before_any_run(runner, tmp_path, text, says):
     path = tmp_path / "x.toml"
     path.write_text(text)
-    with pytest.raises(SystemExit, match=None) as raised:
+    with pytest.raises(SystemExit) as raised:
         runner.read_study(path)
     assert says in str(raised.value) and str(path) in str(raised.value)
 
@@ -87,10 +89,11 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     study = runner.read_study(ROOT / "benchmarks" / "studies" / "lm" / "smollm2_reinforce.toml")
     out = tmp_path / "smollm2_reinforce.json"
 
-    runner.run(study, out, [0, 1], ["benchmarks/studies/lm/smollm2_reinforce.toml"])
+    runner.run(study, out, [0, 1], "benchmarks/studies/lm/smollm2_reinforce.toml")
     record = json.loads(out.read_text())
     assert schema.validate(record) == [] and record["code_revision"] == "a" * 40
-    assert record["command"] == "python benchmarks/smollm2_rl.py benchmarks/studies/lm/smollm2_reinforce.toml"
+    assert record["command"] == ("python benchmarks/smollm2_rl.py benchmarks/studies/lm/smollm2_reinforce.toml "
+                                 f"--seeds 0 1 --output {out}")  # what remakes it as it is
     # the start: measured here, since chapter 10's record (start_from) was made by other code
     assert [r["model"] for r in record["runs"]] == ["start", "reinforce", "reinforce"] and "from" not in record["runs"][0]
     assert record["summary"]["test_greedy_pass@1"] == {"start": 0.0, "reinforce": {"mean": 0.05, "std": 0.0707,
@@ -98,12 +101,21 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     assert record["rl"]["method"] == "reinforce" and record["config"]["rl"] == record["rl"] and trained == [0, 1]
     assert record["rl_config"]["engine"] == "auto" and record["rl_config"]["kl_coef"] == 0.0
 
-    runner.run(study, out, [0, 1, 2], [])  # the same code: only the seed it lacks
-    assert trained == [0, 1, 2] and json.loads(out.read_text())["seeds"] == [0, 1, 2]
-    state["code_revision"] = "b" * 40  # other code: made again
-    runner.run(study, out, [1], [])
+    runner.run(study, out, [0, 1, 2], "s.toml")  # the same code: only the seed it lacks
     record = json.loads(out.read_text())
-    assert trained == [0, 1, 2, 1] and record["seeds"] == [1] and record["code_revision"] == "b" * 40
+    assert trained == [0, 1, 2] and record["seeds"] == [0, 1, 2]
+    assert record["command"] == f"python benchmarks/smollm2_rl.py s.toml --output {out}"  # the study's seeds: none
+    other = runner.read_study(ROOT / "benchmarks" / "studies" / "lm" / "smollm2_ppo.toml")
+    runner.run(other, out, [0], "s.toml")  # another study's settings: made again, never mixed into the record
+    assert trained == [0, 1, 2, 0] and json.loads(out.read_text())["rl"]["method"] == "ppo"
+    runner.run(study, out, [0], "s.toml")
+    state["code_revision"] = "b" * 40  # other code: made again
+    runner.run(study, out, [1], "s.toml")
+    record = json.loads(out.read_text())
+    assert trained == [0, 1, 2, 0, 0, 1] and record["seeds"] == [1] and record["code_revision"] == "b" * 40
+    monkeypatch.setattr(runner, "machine", lambda: "another processor")  # another machine: made again
+    runner.run(study, out, [1], "s.toml")
+    assert trained == [0, 1, 2, 0, 0, 1, 1]
 
 
 def test_a_start_is_reused_only_from_a_record_made_by_this_code(runner, tmp_path, monkeypatch):
@@ -112,9 +124,13 @@ def test_a_start_is_reused_only_from_a_record_made_by_this_code(runner, tmp_path
     legacy = ROOT / "notebooks" / "data" / "smollm2_rl.json"  # made before records named their commit
     assert runner.start_rows(legacy, settings) == []
     mine = tmp_path / "start.json"
-    mine.write_text(json.dumps({**settings, "code_revision": "a" * 40, "uncommitted_changes": False,
-                                "runs": [{"model": "start", "seed": 0}, {"model": "grpo", "seed": 0}]}))
+    made = {**settings, "code_revision": "a" * 40, "uncommitted_changes": False, "machine": runner.machine(),
+            "versions": {"torch": __import__("torch").__version__},
+            "runs": [{"model": "start", "seed": 0}, {"model": "grpo", "seed": 0}]}
     monkeypatch.setattr(runner, "REPO_ROOT", tmp_path)
+    mine.write_text(json.dumps(made))
     assert runner.start_rows(mine, settings) == [{"model": "start", "seed": 0, "from": "start.json"}]
-    mine.write_text(json.dumps({**settings, "code_revision": "a" * 40, "uncommitted_changes": True, "runs": []}))
-    assert runner.start_rows(mine, settings) == []
+    for change in ({"uncommitted_changes": True}, {"code_revision": "b" * 40}, {"machine": "another processor"},
+                   {"versions": {"torch": "0.0"}}, {"sampled": {**settings["sampled"], "n_samples": 2}}):
+        mine.write_text(json.dumps({**made, **change}))
+        assert runner.start_rows(mine, settings) == [], change

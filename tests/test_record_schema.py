@@ -262,7 +262,7 @@ def test_a_record_names_the_one_commit_its_runs_were_made_at(tmp_path, monkeypat
     with pytest.raises(SystemExit, match="different code") as raised:
         _common.made_by(runs)
     assert "seed0" in str(raised.value) and "b" * 40 in str(raised.value)
-    with pytest.raises(SystemExit, match="unmarked"):
+    with pytest.raises(SystemExit, match="'code_revision': None"):  # unmarked
         _common.made_by({"seed2": tmp_path / "seed2"})
 
 
@@ -325,3 +325,46 @@ def test_a_course_lib_command_started_in_another_process_is_followed():
         assert "course_lib/cli/ppo_cli.py" in files and "course_lib/gru/ppo_run.py" in files, script
     assert "course_lib/cli/ppo_cli.py" not in [p.relative_to(ROOT).as_posix()
                                                for p in schema.dependencies("benchmarks/gru_study.py")]
+
+
+def test_a_commands_paths_are_written_from_the_repository_root(monkeypatch, tmp_path):
+    from benchmarks import _common
+
+    monkeypatch.chdir(ROOT / "benchmarks")
+    assert _common.command_args(["studies/explore_ablation.toml", "--out", "../runs/not_made_yet", "--seeds", "0",
+                                 "--output", str(tmp_path / "x.json")]) == [
+        "benchmarks/studies/explore_ablation.toml", "--out", "runs/not_made_yet", "--seeds", "0",
+        "--output", str(tmp_path / "x.json")]  # an output outside the repository stays as given
+
+
+def test_ppo_benchmark_writes_the_one_format(tmp_path, monkeypatch):
+    """benchmarks/ppo_benchmark.py's record, its seeds' runs stood in for: it validates and names their commit."""
+    from conftest import load_benchmark
+
+    from benchmarks import _common
+
+    bench = load_benchmark("ppo_benchmark")
+    state = {"code_revision": "c" * 40, "uncommitted_changes": False}
+    monkeypatch.setattr(_common, "code_state", lambda: dict(state))
+    common = sys.modules["_common"]  # the script's own import of benchmarks/_common.py
+    monkeypatch.setattr(common, "code_state", lambda: dict(state))
+    rates = {f"{g}_pass_rate": 0.5 for g in ("train", "val", "val_near", "val_far", "test", "test_near", "test_far")}
+
+    def run_seed(seed, out, extra):
+        run = out / f"seed{seed}"
+        common.reuse_or_clear(run, {"seed": seed, "ppo_options": extra})
+        (run / "config.json").write_text(json.dumps({"seed": seed, "temperature": 1.5}))
+        (run / "metrics.jsonl").write_text(json.dumps({"update": 0, "entropy": 1.0}) + "\n")
+        row = {"id": "t", "split": "val", "novelty": "near", "greedy_passed": True, "greedy_completion": "x"}
+        (run / "eval.json").write_text(json.dumps({"per_task": [row], "baseline": {"per_task": [row]}}))
+        return {"seed": seed, "command_seconds": 10.0, "command_cpu_seconds": 12.0, "ppo_update_seconds": 5.0,
+                "pretrain_seconds": 3.0, "ppo": rates, "pretrained": rates, "expert_iteration": {**rates, "wall_s": 5.0},
+                "best_of_n": {"val_solved": 0.5, "wall_s": 5.0}, "load_average": 1.0}
+
+    monkeypatch.setattr(bench, "run_seed", run_seed)
+    record_path = tmp_path / "ppo_benchmark.json"
+    bench.main(["--seeds", "0", "1", "--out", str(tmp_path / "runs"), "--notebook-data", str(record_path)])
+    record = json.loads(record_path.read_text())
+    assert schema.validate(record) == [] and record["code_revision"] == "c" * 40
+    assert record["config"] == {"seeds": [0, 1], "temperature": 1.5} and [r["seed"] for r in record["runs"]] == [0, 1]
+    assert record["summary"]["ppo.val_pass_rate"]["values"] == [0.5, 0.5] and record["seconds"] == 2 * 20.0
