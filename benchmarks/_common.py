@@ -173,8 +173,9 @@ def read_study_file(path: Path, keys: dict[str, type], examples: str) -> tuple[d
     if not wrong:
         if study["name"] != path.stem:
             problems.append(f"name {study['name']!r} is not the file's name {path.stem!r} (the record is NAME.json)")
-        if not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"]):
-            problems.append(f"seeds must be a non-empty list of whole numbers, got {study['seeds']!r}")
+        if (not study["seeds"] or not all(isinstance(s, int) and not isinstance(s, bool) for s in study["seeds"])
+                or len(set(study["seeds"])) != len(study["seeds"])):
+            problems.append(f"seeds must be a non-empty list of different whole numbers, got {study['seeds']!r}")
     return study, problems
 
 

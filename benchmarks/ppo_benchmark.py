@@ -22,6 +22,7 @@ import argparse
 import json
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import time
@@ -41,6 +42,19 @@ def ppo_seconds(run_dir: Path) -> float:
     return metrics[-1]["wall_s"] - start
 
 
+def _reused(run_dir: Path, settings: dict) -> dict | None:
+    """A seed's results (its baselines.json) where its folder was finished by this code with these settings; else
+    None, its folder kept for a finished ppo command (its time written) and emptied for anything else."""
+    reused = reuse_or_clear(run_dir, settings)
+    if reused and (run_dir / "baselines.json").exists():
+        print(f"{run_dir}: reusing it, made by this code with these options", flush=True)
+        return json.loads((run_dir / "baselines.json").read_text())
+    if reused and not (run_dir / "ppo_timing.json").exists():  # stopped after the ppo command, before its time
+        shutil.rmtree(run_dir)
+        reuse_or_clear(run_dir, settings)  # an empty folder, marked: the whole command runs again
+    return None
+
+
 def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
     import torch
 
@@ -52,9 +66,8 @@ def run_seed(seed: int, out: Path, extra: list[str]) -> dict:
 
     run_dir = out / f"seed{seed}"
     timing_file = run_dir / "ppo_timing.json"
-    if reuse_or_clear(run_dir, {"seed": seed, "ppo_options": extra}) and (run_dir / "baselines.json").exists():
-        print(f"seed {seed}: reusing {run_dir}, made by this code with these options", flush=True)
-        return json.loads((run_dir / "baselines.json").read_text())
+    if (done := _reused(run_dir, {"seed": seed, "ppo_options": extra})) is not None:
+        return done
     if not (timing_file.exists() and (run_dir / "eval.json").exists()):  # else: reuse the PPO run, redo baselines
         command = [sys.executable, "-m", "course_lib", "ppo", "--seed", str(seed), "--out", str(run_dir),
                    "--no-progress", *extra]

@@ -718,8 +718,8 @@ _GENERATION_THROUGHPUT_SCRIPT = {  # reviewed on 2026-11-28
 _LM_STUDY_RUNNER = {  # reviewed on 2026-11-28
     **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
         ("LOOPS", "cce1cfa7de02"), ("STUDIES", "4e8db7c5517a"), ("STUDY_KEYS", "1b833646635a"),
-        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "5829c9e8b569"), ("parse", "7c33936b986a"), ("run", "d91680ee1763"),
-        ("run_settings", "36c909d63a1d"), ("save", "aab3ed794438"), ("start_rows", "7bc1e3e31a01"),
+        ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "5829c9e8b569"), ("parse", "96d4cc795e83"), ("run", "6592d1f864e4"),
+        ("run_settings", "36c909d63a1d"), ("save", "1001c2f89902"), ("start_rows", "7e6fe6f0b6e1"),
         ("statement 85d88cdd4da2", "85d88cdd4da2"), ("SETTINGS_KEYS", "d1aafb1a9c82"),
         ("_made_here_by_this_code", "6202528c0954"), ("_remake_args", "765a1481dfca"))}}
 _LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language model's study files (benchmarks/studies/lm/): "
@@ -736,17 +736,21 @@ _COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_a
                         "the file and checks the keys, name and seeds every study shares by _common.read_study_file "
                         "(the same checks and messages; tests/test_studies.py names each mistake), then its variants")
 _LM_REUSE_RULES = {  # reviewed on 2026-11-28
-    "benchmarks/smollm2_rl.py::run": "d91680ee1763", "benchmarks/smollm2_rl.py::start_rows": "7bc1e3e31a01",
+    "benchmarks/smollm2_rl.py::run": "6592d1f864e4", "benchmarks/smollm2_rl.py::start_rows": "7e6fe6f0b6e1",
     "benchmarks/smollm2_rl.py::main": "5829c9e8b569", "benchmarks/smollm2_rl.py::SETTINGS_KEYS": "d1aafb1a9c82",
     "benchmarks/smollm2_rl.py::_made_here_by_this_code": "6202528c0954",
-    "benchmarks/smollm2_rl.py::_remake_args": "765a1481dfca"}
-_LM_REUSE_RULES_REASON = ("run, start_rows and their helpers now extend a record, or reuse another's start, only when "
-                          "it was made by this code on this machine with every setting the same; this record was "
+    "benchmarks/smollm2_rl.py::_remake_args": "765a1481dfca", "benchmarks/smollm2_rl.py::parse": "96d4cc795e83",
+    "benchmarks/smollm2_rl.py::save": "1001c2f89902"}
+_LM_REUSE_RULES_REASON = ("run, start_rows and their helpers now extend a record (every setting the same), or reuse "
+                          "another's start (the same model and evaluation settings), only when it was made by this "
+                          "code on this machine with this torch; this record was "
                           "made afresh at its commit, its start measured by its own run (the record it could take "
                           "it from was made by other code); _remake_args writes the command from the seeds the "
                           "record holds, here the study's, so the command is the one it ran; the study file's "
-                          "comments changed, not its settings; _common.command_args also writes an output "
-                          "option's path from the root before the file exists (this record's command names none)")
+                          "comments changed, not its settings; parse passes each seed once, and save summarises a "
+                          "measure only where every trained row has it (here every row has every measure); _common.command_args also writes an output "
+                          "option's path from the root before the file exists (this record's command names none), "
+                          "and read_study_file refuses a seed listed twice (this study lists three different ones)")
 STILL_VALID: dict[str, dict] = {
     "notebooks/data/engine_candidates.json": {
         "reason": "kl_rows and llama_update compute their per-token KL by decode.token_kl, the operations they wrote "
@@ -812,7 +816,8 @@ STILL_VALID: dict[str, dict] = {
         "reviewed": {**_REUSE, **_CODE_STATE, "benchmarks/reward_ablation.py::run_one": "8673ebb937f0"}},
     **{f"notebooks/data/{name}.json": {"reason": _LM_REUSE_RULES_REASON,
                                        "reviewed": {**_LM_REUSE_RULES, f"benchmarks/studies/lm/{name}.toml::<file>": fp,
-                                                    "benchmarks/_common.py::command_args": "44b451a04744"}}
+                                                    "benchmarks/_common.py::command_args": "44b451a04744",
+                                                    "benchmarks/_common.py::read_study_file": "0e4606a4654a"}}
        for name, fp in (("smollm2_ppo", "dca68d9f0eba"), ("smollm2_reinforce", "4db494a033cd"))},
     "notebooks/data/scoring_benchmark.json": {"reason": f"{_REUSE_REASON} (this script calls neither); {_CODE_STATE_REASON}",
                                               "reviewed": {**_REUSE, **_CODE_STATE}},

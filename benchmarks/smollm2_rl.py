@@ -145,11 +145,13 @@ def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
     if not all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
         return []
     if not _made_here_by_this_code(source):
-        print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was made by other code, or on "
-              "another machine", flush=True)
+        print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was not made by this commit's code "
+              "(with nothing uncommitted then and now) on this machine with this torch", flush=True)
         return []
     print(f"the start's evaluation comes from {start_from.relative_to(REPO_ROOT)}", flush=True)
-    return [{**r, "from": str(start_from.relative_to(REPO_ROOT))} for r in source["runs"] if r["model"] == "start"]
+    kept = (lambda key: True) if "humaneval" in settings else (lambda key: not key.startswith("humaneval"))
+    return [{**{k: v for k, v in r.items() if kept(k)}, "from": str(start_from.relative_to(REPO_ROOT))}
+            for r in source["runs"] if r["model"] == "start"]
 
 
 def _made_here_by_this_code(record: dict) -> bool:
@@ -232,6 +234,7 @@ def run(study: dict, output: Path, seeds, study_file: str) -> None:
               f"test {row['test_greedy_pass@1']:.3f}, sampled test {row['test_pass_rate']:.3f} "
               f"(train {train_seconds:.0f} s, all {row['seconds']:.0f} s)", flush=True)
         del model
+        done.add(seed)
         save(output, settings, runs, label, arguments=_remake_args(study_file, study, runs, label, output), code=code,
              seconds=elapsed + time.perf_counter() - start_all)
 
@@ -249,7 +252,7 @@ def save(output: Path, settings: dict, runs: list, label: str, *, arguments: lis
     trained = [r for r in runs if r["model"] == label]
     start = next(r for r in runs if r["model"] == "start")
     summary = {key: {"start": start[key], label: stats([r[key] for r in trained])}
-               for key in SUMMARY_KEYS if key in start}
+               for key in SUMMARY_KEYS if key in start and all(key in r for r in trained)}
     report = new_record("benchmarks/smollm2_rl.py", config=settings, machine=machine(), device="cpu",
                         seconds=seconds, args=arguments, code=code)
     report |= {"runs": runs, "summary": summary, **settings, "seeds": done_seeds}
@@ -315,7 +318,7 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     parser.add_argument("--output", type=Path, help="the record [notebooks/data/NAME.json]")
     args = parser.parse_args(argv)
     study = read_study(args.study)
-    args.seeds = args.seeds or study["seeds"]
+    args.seeds = list(dict.fromkeys(args.seeds or study["seeds"]))  # each once
     args.output = (args.output or REPO_ROOT / "notebooks" / "data" / f"{study['name']}.json").resolve()
     return args, study
 

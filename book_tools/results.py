@@ -249,31 +249,33 @@ def _sampler(record: dict) -> str:
 
 
 def _sampling_note(loaded: list) -> tuple[str, str]:
-    """The section's title and how its seeds are paired: what sampled each record's rollouts and, where the
-    samplers differ, whose start each record measured and how far apart the same start's sampled rates are."""
+    """The section's title and how its seeds are paired (loaded: (label, path, record) each): what sampled each
+    record's rollouts, whose start each record used, and, where the records measured more than one start, how far
+    apart the same model's sampled rates are."""
     samplers = {}
     for label, _, record in loaded:
         samplers.setdefault(_sampler(record), []).append(label)
     title = "## Three methods on the CPU" + (f", made with {next(iter(samplers))} sampling" if len(samplers) == 1 else "")
-    pairing = ("Each trained seed is paired with the one start (its greedy answers have no sampling noise; its sampled "
-               "pass rate does, which the ± leaves out)")
-    if len(samplers) > 1:
-        starts = {label: next(r for r in record["runs"] if r["model"] == "start") for label, _, record in loaded}
-        measured = [label for label, start in starts.items() if "from" not in start]
-        reused = [f"{label} reuses the start of `{Path(start['from']).name}`" for label, start in starts.items()
-                  if "from" in start]
-        scores = {}
-        for label, start in starts.items():
-            scores.setdefault(f"{start['test_pass_rate']:.3f}", []).append(label)
-        pairing = (" ".join(f"{', '.join(labels)}: rollouts sampled by {s}." for s, labels in samplers.items())
-                   + f" {', '.join(measured)}: each record measured its start with the code, and on the machine, "
-                   "that trained it" + "".join(f"; {r}" for r in reused) + ". Each trained seed is paired with its "
-                   "own record's start. The start's greedy answers have no sampling noise; its sampled pass rate "
-                   "does, which the ± leaves out: the same start scores "
-                   + " and ".join(f"{v} ({', '.join(labels)})" for v, labels in sorted(scores.items()))
-                   + " from samples in these records, so a change in the sampled rate smaller than that gap is no "
-                   "evidence")
-    return title, pairing
+    starts = {label: next(r for r in record["runs"] if r["model"] == "start") for label, _, record in loaded}
+    measured = [label for label, start in starts.items() if "from" not in start]
+    if len(measured) <= 1:
+        return title, ("Each trained seed is paired with the one start (its greedy answers have no sampling noise; its "
+                       "sampled pass rate does, which the ± leaves out)")
+    scores = {}
+    for label, start in starts.items():
+        scores.setdefault(f"{start['test_pass_rate']:.3f}", []).append(label)
+    text = [f"{', '.join(labels)}: rollouts sampled by {s}." for s, labels in samplers.items()] if len(samplers) > 1 else []
+    text.append(f"{', '.join(measured)}: each record measured its start with the code, and on the machine, that trained "
+                "it" + "".join(f"; {label} reuses the start of `{Path(start['from']).name}`"
+                               for label, start in starts.items() if "from" in start) + ".")
+    text.append("Each trained seed is paired with its own record's start. The start's greedy answers have no sampling "
+                "noise; its sampled pass rate does, which the ± leaves out")
+    if len(scores) > 1:
+        text[-1] += (": the same start scores " + " and ".join(f"{v} ({', '.join(labels)})"
+                                                          for v, labels in sorted(scores.items()))
+                     + " from samples in these records, so a change in the sampled rate smaller than that gap is no "
+                     "evidence")
+    return title, " ".join(text)
 
 
 def cpu_methods_section() -> str:

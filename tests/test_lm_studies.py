@@ -55,6 +55,7 @@ GOOD = ('name = "x"\nseeds = [0]\nstart_from = ""\nloop = "course"\nhumaneval = 
 @pytest.mark.parametrize("text, says", [
     (GOOD.replace('name = "x"', 'name = "other"'), "file's name"),
     (GOOD.replace("seeds = [0]", "seeds = []"), "seeds must be"),
+    (GOOD.replace("seeds = [0]", "seeds = [0, 0]"), "different whole numbers"),
     (GOOD.replace('loop = "course"', 'loop = "mine"'), "loop must be one of course, trl"),
     (GOOD.replace('start_from = ""', 'start_from = "nosuch"'), "no record notebooks/data/nosuch.json"),
     (GOOD.replace("humaneval = false\n", ""), "missing or wrong: humaneval (expected bool)"),
@@ -107,7 +108,9 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     assert record["command"] == f"python benchmarks/smollm2_rl.py s.toml --output {out}"  # the study's seeds: none
     other = runner.read_study(ROOT / "benchmarks" / "studies" / "lm" / "smollm2_ppo.toml")
     runner.run(other, out, [0], "s.toml")  # another study's settings: made again, never mixed into the record
-    assert trained == [0, 1, 2, 0] and json.loads(out.read_text())["rl"]["method"] == "ppo"
+    record = json.loads(out.read_text())
+    assert trained == [0, 1, 2, 0] and record["rl"]["method"] == "ppo" and record["seeds"] == [0]
+    assert [r["model"] for r in record["runs"]] == ["start", "ppo"]
     runner.run(study, out, [0], "s.toml")
     state["code_revision"] = "b" * 40  # other code: made again
     runner.run(study, out, [1], "s.toml")
