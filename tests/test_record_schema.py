@@ -62,6 +62,23 @@ def test_experiments_list_every_record_once():
         f"{sorted(set(EXPERIMENTS) - set(NAMES))}, which are not records")
 
 
+def _option(command: str, flag: str) -> str | None:
+    words = command.split()
+    return words[words.index(flag) + 1] if flag in words[:-1] else None
+
+
+def _as_listed(command: str) -> str:
+    """A command as experiments.toml writes it: a scratch folder (--work) is DIR, and the output is named by its
+    file name alone (a GPU machine writes its record outside the repository, to be copied into notebooks/data/)."""
+    words = command.split()
+    for i, word in enumerate(words[:-1]):
+        if word == "--work":
+            words[i + 1] = "DIR"
+        elif word == "--output":
+            words[i + 1] = Path(words[i + 1]).name
+    return " ".join(words)
+
+
 @pytest.mark.parametrize("name", NAMES)
 def test_an_experiment_names_its_script_device_and_the_pages_that_name_it(name):
     entry = EXPERIMENTS[name]
@@ -76,8 +93,10 @@ def test_an_experiment_names_its_script_device_and_the_pages_that_name_it(name):
         f"{name}: device {entry['device']} but its command is {entry['command']!r}")
     record = _load(name)
     if not entry.get("by_hand") and name not in schema.LEGACY:
-        assert record["command"] == entry["command"], (
+        assert _as_listed(record["command"]) == _as_listed(entry["command"]), (
             f"{name} was made by {record['command']!r}; experiments.toml says {entry['command']!r}")
+        output = _option(record["command"], "--output")
+        assert output is None or Path(output).name == Path(name).name, f"{name} was written as {output}"
     short, stem = name.removeprefix("notebooks/"), Path(name).stem
     # a page names it by its path, or by its name in quotes (a notebook's f"data/{name}.json")
     naming = sorted(page for page, text in PAGES.items()
