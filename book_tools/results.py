@@ -604,7 +604,8 @@ def gpu_seeds_long_section() -> str:
 
 
 _SECTION1_GPU = {"GPU run 1 (generate)": "notebooks/data/smollm2_gpu_seeds.json",
-                 "GPU run 2 (fast engine)": "notebooks/data/smollm2_gpu_seeds_fast.json"}
+                 "GPU run 2 (fast engine)": "notebooks/data/smollm2_gpu_seeds_fast.json",
+                 "GPU run 3 (trained longer)": "notebooks/data/smollm2_gpu_seeds_long.json"}
 _SECTION1_CPU = "notebooks/data/smollm2_cpu_seeds.json"
 _SECTION1_SETS = (("all 48 never trained on", "never_trained_greedy", "never trained (48)", 48),
                   ("course test (15)", "test_greedy", "course test (15)", 15),
@@ -633,21 +634,23 @@ def section1_seeds_section() -> str:
         rows.append([label, f"CPU ({len(cpu['runs'])} seeds, one shared start)",
                      *_seed_counts(starts, [r["result"][cpu_key]["greedy_pass@1"] for r in cpu["runs"]], n)])
     draws = gpu["GPU run 1 (generate)"]["changes"]["never_trained_sampled"]["start"]
+    redrawn = ", ".join(f"{d:.3f}" for d in gpu["GPU run 3 (trained longer)"]["changes"]["never_trained_sampled"]["start"])
     cpu_sampled = cpu["summary"]["never trained (48), pass@1_from_samples"]
     return "\n\n".join([
         "## Chapter 10's section 1, seed by seed",
-        "The chapter's section 1 shows one table: the two GPU runs and the CPU run on the 48 tasks never trained "
+        "The chapter's section 1 shows one table: the three GPU runs and the CPU run on the 48 tasks never trained "
         "on, mean ± standard error over the seeds. Here are the same greedy pass@1 results as tasks passed, seed "
         "by seed, for the 48 and for the two task sets they pool, with the verdict (`stats.seed_verdict`) of each "
         "row's paired changes:",
         _table(["tasks", "run", "tasks passed, start → trained, seed by seed", "verdict"], rows),
-        "A verdict depends on how well the seeds agree, not only on the mean: on the course's 15 the two GPU runs "
+        "A verdict depends on how well the seeds agree, not only on the mean: on the course's 15 GPU runs 1 and 2 "
         "reach the same mean, but run 1's seeds spread more, and one seed's smaller gain is enough to bring zero "
         "into a three-seed interval.",
         "What the ± cannot see. A sampled start is one random draw, unlike a greedy one: on the 48 tasks the three "
         "GPU seeds drew pass@1 from 10 samples at T = 0.8 of " + ", ".join(f"{d:.3f}" for d in draws)
         + f" (a span of {max(draws) - min(draws):.3f}; GPU run 2's evaluation is run 1's, so its starts are the "
-        f"same). The five CPU seeds share one draw ({cpu_sampled['start']:.3f}): had it come out low by chance, "
+        f"same; run 3 drew {redrawn}). The five CPU seeds share one draw ({cpu_sampled['start']:.3f}): had it come "
+        "out low by chance, "
         "every seed's change would look larger by the same amount, and the ± over seeds, which measures only how "
         "the seeds differ, cannot see it. The GPU's draws span more than the CPU gain's t-interval "
         f"({cpu_sampled['t_interval']:.3f}), so that gain is less sure than its verdict says. The GPU and CPU runs "
