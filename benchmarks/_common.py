@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 if __package__:  # imported as benchmarks._common
-    from .schema import HEADER_FIELDS, OUTPUT_OPTIONS, SCHEMA_VERSION
+    from .schema import HEADER_FIELDS, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
 else:  # a script's `from _common import ...`, with benchmarks/ on sys.path
-    from schema import HEADER_FIELDS, OUTPUT_OPTIONS, SCHEMA_VERSION
+    from schema import HEADER_FIELDS, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
 
 
 def stats(values) -> dict:
@@ -118,25 +118,49 @@ def code_state() -> dict:
     return {"code_revision": named or git("rev-parse", "HEAD"), "uncommitted_changes": not named and bool(changed)}
 
 
+def where_made() -> dict:
+    """What a run made now is made by: the code (code_state()), the machine (the processor decides the last digits
+    of every sum) and torch's version."""
+    import torch
+
+    return {**code_state(), "machine": machine(), "torch": torch.__version__}
+
+
+def made_here_by_this_code(made: dict) -> bool:
+    """The one rule for reusing a finished run or extending a record: whether `made` (a run's made_at.json, as
+    where_made() wrote it, or a record, whose torch is under versions) was made by this code (the same commit,
+    nothing uncommitted then or now), on this machine, with this torch."""
+    now = where_made()
+    torch_version = made.get("torch", made.get("versions", {}).get("torch"))
+    return (not now["uncommitted_changes"] and made.get("uncommitted_changes") is False
+            and made.get("code_revision") == now["code_revision"] and made.get("machine") == now["machine"]
+            and torch_version == now["torch"])
+
+
 def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
-    """Whether the finished run in `run_dir` (its eval.json) may be reused: only one made by this code (the same
-    commit, no uncommitted change in course_lib/ or benchmarks/) with the same `settings` (what the caller
-    runs it with, as JSON), as its made_at.json and code_state() say. Otherwise the folder is emptied (an
-    unfinished run, or one made by other code, with other settings or before made_at.json existed) and
-    made_at.json written for the run the caller now makes, so that a record never names a commit or settings
-    its runs were not made with."""
+    """Whether the finished run in `run_dir` (its eval.json) may be reused: only one made here by this code
+    (made_here_by_this_code) with the same `settings` (what the caller runs it with, as JSON), as its made_at.json
+    says. Otherwise the folder is emptied (an unfinished run, or one made by other code, on another machine, with
+    other settings or before made_at.json named all of these) and made_at.json written for the run the caller now
+    makes, so that a record never names a commit or settings its runs were not made with."""
     import shutil
 
-    now = {**code_state(), "settings": json.loads(json.dumps(settings))}
-    marked = run_dir / "made_at.json"  # the code and settings the run was started with
-    if (run_dir / "eval.json").is_file() and marked.is_file() and not now["uncommitted_changes"]:
-        if json.loads(marked.read_text()) == now:
+    settings = json.loads(json.dumps(settings))
+    marked = run_dir / "made_at.json"  # the code, machine, torch and settings the run was started with
+    if (run_dir / "eval.json").is_file() and marked.is_file():
+        made = json.loads(marked.read_text())
+        if made_here_by_this_code(made) and made.get("settings") == settings:
             return True
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
-    marked.write_text(json.dumps(now) + "\n")
+    marked.write_text(json.dumps({**where_made(), "settings": settings}) + "\n")
     return False
+
+
+def record_path(name: str) -> Path:
+    """Where the record NAME lives: NAME.json in the one records folder (schema.RECORD_DIR)."""
+    return Path(__file__).resolve().parents[1] / RECORD_DIR / f"{name}.json"
 
 
 def made_by(run_dirs: dict[str, Path]) -> dict:

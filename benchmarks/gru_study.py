@@ -35,7 +35,7 @@ import time
 from pathlib import Path
 
 from _common import (command_args, gru_record_rates, made_by, new_record, provenance, read_study_file,
-                     reuse_or_clear, stats, write_json)  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+                     record_path, reuse_or_clear, stats, write_json)  # benchmarks/_common.py (this folder is on sys.path when run as a script)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -168,12 +168,13 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     for key in ("seeds", "updates", "episodes", "eval_every"):
         if getattr(args, key) is None:
             setattr(args, key, study[key])
-    args.variants = args.variants or list(variants)
+    args.seeds = list(dict.fromkeys(args.seeds))  # each once
+    args.variants = list(dict.fromkeys(args.variants or variants))
     unknown = sorted(set(args.variants) - set(variants))
     if unknown:
         parser.error(f"{args.study} has no variant {', '.join(unknown)}; it has {', '.join(variants)}")
     args.out = args.out or ROOT / "runs" / name
-    args.notebook_data = args.notebook_data or ROOT / "notebooks" / "data" / f"{name}.json"
+    args.notebook_data = args.notebook_data or record_path(name)
     return args, study
 
 

@@ -853,6 +853,26 @@ STILL_VALID: dict[str, dict] = {
     },
 }
 
+_ONE_REUSE_RULE = {  # reviewed on 2026-11-28
+    "benchmarks/_common.py::reuse_or_clear": "058d6fc22158", "benchmarks/gru_study.py::parse": "cf58b25df8a2",
+    **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
+        ("start_rows", "8c2fea6b10b3"), ("run", "7f4be5e79834"), ("parse", "466b456cf468"),
+        ("_remake_args", "07b8bd6c823a"), ("read_study", "99783f3f8628"))}}
+_ONE_REUSE_RULE_REASON = (
+    "one rule, _common.made_here_by_this_code, now decides whether a finished run is reused or a record extended "
+    "(the same commit with nothing uncommitted then or now, the same machine, the same torch): reuse_or_clear asks "
+    "it, and so also writes the machine and torch into a run's made_at.json, and the language model's runner asks it "
+    "where it kept its own copy of the rule; that runner extends a record when the record's config equals the "
+    "settings it would run with (the keys it compared one by one before); record paths come from "
+    "_common.record_path (notebooks/data/NAME.json, the same paths); gru_study's parse passes each seed and variant "
+    "once: which runs are made again, not what a run computes")
+for _name in ("explore_ablation", "gru_methods", "lambda_ablation", "teacher_ablation", "reward_ablation",
+              "scoring_benchmark", "smollm2_gpu_engines", "smollm2_gpu_seeds_long", "smollm2_ppo", "smollm2_reinforce",
+              "smollm2_step_time"):
+    _entry = STILL_VALID.setdefault(f"notebooks/data/{_name}.json", {"reason": "", "reviewed": {}})
+    _entry["reason"] = "; ".join(filter(None, (_entry["reason"], _ONE_REUSE_RULE_REASON)))
+    _entry["reviewed"] = {**_entry["reviewed"], **_ONE_REUSE_RULE}
+
 
 def _reviewed(path: str, key: str, fingerprint: str) -> bool:
     versions = STILL_VALID.get(path, {}).get("reviewed", {}).get(key, ())

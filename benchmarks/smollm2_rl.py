@@ -38,8 +38,8 @@ import sys
 import time
 from pathlib import Path
 
-from _common import (code_state, command_args, machine, new_record, read_study_file, stats,
-                     write_json)  # benchmarks/_common.py (this folder is on sys.path when run as a script)
+from _common import (code_state, command_args, machine, made_here_by_this_code, new_record, read_study_file,
+                     record_path, stats, write_json)  # benchmarks/_common.py (on sys.path when run as a script)
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
@@ -112,10 +112,6 @@ def train(model, tokenizer, tasks, rl: dict, seed: int, loop: str = "course", hu
             for r in history]
 
 
-# every key run_settings may write: a record is extended only when each is the same (or absent from both)
-SETTINGS_KEYS = ("model", "rl", "rl_config", "greedy", "sampled", "lora", "rollout_pool", "loop", "humaneval")
-
-
 def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool) -> dict:
     """The settings a record keeps, and a rerun must match to extend it: `rl` as given, and under `rl_config`
     every RLConfig setting the runs used (the sampling engine among them) but the seed."""
@@ -144,7 +140,7 @@ def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
     source = json.loads(start_from.read_text())
     if not all(source.get(k) == settings[k] for k in ("model", "greedy", "sampled", "lora")):
         return []
-    if not _made_here_by_this_code(source):
+    if not made_here_by_this_code(source):
         print(f"not reusing the start of {start_from.relative_to(REPO_ROOT)}: it was not made by this commit's code "
               "(with nothing uncommitted then and now) on this machine with this torch", flush=True)
         return []
@@ -152,17 +148,6 @@ def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
     kept = (lambda key: True) if "humaneval" in settings else (lambda key: not key.startswith("humaneval"))
     return [{**{k: v for k, v in r.items() if kept(k)}, "from": str(start_from.relative_to(REPO_ROOT))}
             for r in source["runs"] if r["model"] == "start"]
-
-
-def _made_here_by_this_code(record: dict) -> bool:
-    """Whether `record` was made by this code (the same commit, nothing uncommitted then or now), on this machine
-    (the processor decides the last digits of every sum), with this torch."""
-    import torch
-
-    now = code_state()
-    return (not now["uncommitted_changes"] and record.get("uncommitted_changes") is False
-            and record.get("code_revision") == now["code_revision"] and record.get("machine") == machine()
-            and record.get("versions", {}).get("torch") == torch.__version__)
 
 
 def measure_start(runs: list, model, tokenizer, tasks, seed: int, *, humaneval: bool, clock: float) -> None:
@@ -207,9 +192,9 @@ def run(study: dict, output: Path, seeds, study_file: str) -> None:
     settings = run_settings(rl, loop=loop, humaneval=humaneval, humaneval_train=humaneval_train)
     label = rl["method"] if loop == "course" else f"{loop}-{rl['method']}"
     old = json.loads(output.read_text()) if output.exists() else {}
-    same = (bool(old) and all(old.get(k) == settings.get(k) for k in SETTINGS_KEYS)
-            and _made_here_by_this_code(old))
-    start_from = REPO_ROOT / "notebooks" / "data" / f"{study['start_from']}.json" if study["start_from"] else None
+    # extended only where every setting is the same (the record's config is run_settings' dict, read back)
+    same = bool(old) and old.get("config") == json.loads(json.dumps(settings)) and made_here_by_this_code(old)
+    start_from = record_path(study["start_from"]) if study["start_from"] else None
     runs = (old["runs"] if same else []) or start_rows(start_from, settings)
     done = {r["seed"] for r in runs if r["model"] == label}
     elapsed = old["seconds"] if same else 0.0
@@ -265,7 +250,7 @@ def _remake_args(study_file: str, study: dict, runs: list, label: str, output: P
     study's, and where it is written where that is not the study's record."""
     done = sorted(r["seed"] for r in runs if r["model"] == label)
     args = [study_file] + (["--seeds", *map(str, done)] if done != sorted(study["seeds"]) else [])
-    if output != REPO_ROOT / "notebooks" / "data" / f"{study['name']}.json":
+    if output != record_path(study["name"]):
         args += ["--output", _shown(output)]
     return args
 
@@ -296,7 +281,7 @@ def read_study(path: Path) -> dict:
     if isinstance(study.get("loop"), str) and study["loop"] not in LOOPS:
         problems.append(f"loop must be one of {', '.join(LOOPS)}, got {study['loop']!r}")
     start = study.get("start_from")
-    if isinstance(start, str) and start and not (REPO_ROOT / "notebooks" / "data" / f"{start}.json").is_file():
+    if isinstance(start, str) and start and not record_path(start).is_file():
         problems.append(f"start_from {start!r}: no record notebooks/data/{start}.json (\"\" measures the start)")
     if not problems:
         for seed in study["seeds"]:
@@ -319,7 +304,7 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     args = parser.parse_args(argv)
     study = read_study(args.study)
     args.seeds = list(dict.fromkeys(args.seeds or study["seeds"]))  # each once
-    args.output = (args.output or REPO_ROOT / "notebooks" / "data" / f"{study['name']}.json").resolve()
+    args.output = (args.output or record_path(study["name"])).resolve()
     return args, study
 
 

@@ -5,6 +5,7 @@ writes a record in the one format that is extended only by the code that made it
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,15 @@ STUDIES = sorted((ROOT / "benchmarks" / "studies" / "lm").glob("*.toml"))
 @pytest.fixture(scope="module")
 def runner():
     return load_benchmark("smollm2_rl")
+
+
+def _stand_in(monkeypatch, runner, **fakes):
+    """Stand in for code_state or machine where the runner calls them and where _common's rule
+    (made_here_by_this_code) does."""
+    common = sys.modules[runner.made_here_by_this_code.__module__]
+    for name, fake in fakes.items():
+        monkeypatch.setattr(runner, name, fake)
+        monkeypatch.setattr(common, name, fake)
 
 
 def test_there_are_studies():
@@ -86,7 +96,7 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     monkeypatch.setattr(runner, "train", lambda model, tokenizer, tasks, rl, seed, **k: trained.append(seed) or [
         {"step": 0, "reward": 0.5}])
     state = {"code_revision": "a" * 40, "uncommitted_changes": False}
-    monkeypatch.setattr(runner, "code_state", lambda: dict(state))
+    _stand_in(monkeypatch, runner, code_state=lambda: dict(state))
     study = runner.read_study(ROOT / "benchmarks" / "studies" / "lm" / "smollm2_reinforce.toml")
     out = tmp_path / "smollm2_reinforce.json"
 
@@ -116,14 +126,14 @@ def test_a_run_writes_a_valid_record_extended_only_by_the_code_that_made_it(runn
     runner.run(study, out, [1], "s.toml")
     record = json.loads(out.read_text())
     assert trained == [0, 1, 2, 0, 0, 1] and record["seeds"] == [1] and record["code_revision"] == "b" * 40
-    monkeypatch.setattr(runner, "machine", lambda: "another processor")  # another machine: made again
+    _stand_in(monkeypatch, runner, machine=lambda: "another processor")  # another machine: made again
     runner.run(study, out, [1], "s.toml")
     assert trained == [0, 1, 2, 0, 0, 1, 1]
 
 
 def test_a_start_is_reused_only_from_a_record_made_by_this_code(runner, tmp_path, monkeypatch):
     settings = runner.run_settings(runner.RL, loop="course", humaneval=False, humaneval_train=False)
-    monkeypatch.setattr(runner, "code_state", lambda: {"code_revision": "a" * 40, "uncommitted_changes": False})
+    _stand_in(monkeypatch, runner, code_state=lambda: {"code_revision": "a" * 40, "uncommitted_changes": False})
     legacy = ROOT / "notebooks" / "data" / "smollm2_rl.json"  # made before records named their commit
     assert runner.start_rows(legacy, settings) == []
     mine = tmp_path / "start.json"

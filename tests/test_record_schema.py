@@ -261,6 +261,12 @@ def test_a_run_folder_is_reused_only_if_made_at_this_commit(tmp_path, monkeypatc
     assert _common.reuse_or_clear(run, {"updates": 2}) is False  # other settings: made again
     (run / "eval.json").write_text("{}")
     assert _common.reuse_or_clear(run, {"updates": 2}) is True
+    made = json.loads((run / "made_at.json").read_text())
+    assert made["machine"] == _common.machine() and made["torch"] == __import__("torch").__version__
+    monkeypatch.setattr(_common, "machine", lambda: "another processor")  # another machine: made again
+    assert _common.reuse_or_clear(run, {"updates": 2}) is False
+    (run / "eval.json").write_text("{}")
+    assert _common.reuse_or_clear(run, {"updates": 2}) is True
     state["uncommitted_changes"] = True
     assert _common.reuse_or_clear(run) is False  # made with uncommitted code: marked so, but ...
     (run / "eval.json").write_text("{}")

@@ -54,6 +54,9 @@ def test_options_fill_from_the_study_before_or_after_its_file(gru_study):
     assert args.variants == list(study["variants"]) and args.out == ROOT / "runs" / "teacher_ablation"
     with pytest.raises(SystemExit):
         gru_study.parse([str(path), "--variants", "none", "nosuch"])
+    args, _ = gru_study.parse([str(path), "--seeds", "1", "0", "1", "--variants", "none", "none"])  # each once
+    assert args.seeds == [1, 0] and args.variants == ["none"]
+    assert args.notebook_data == ROOT / "notebooks" / "data" / "teacher_ablation.json"
 
 
 @pytest.mark.parametrize("text, says", [
