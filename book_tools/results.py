@@ -571,9 +571,9 @@ def gpu_seeds_long_section() -> str:
     path = "notebooks/data/smollm2_gpu_seeds_long.json"
     table = _gpu_seeds_section(
         path, "The three GPU seeds, trained longer",
-        "The fast-engine run above again, seeds {seeds}, {side_by_side} side by side on one GPU, with {budget} s of "
+        "The fast-engine run above made afresh, seeds {seeds}, {side_by_side} side by side on one GPU, with {budget} s of "
         "training each ({steps} steps of {prompts} x {group}; the cap was 100 steps, and the training time ran out "
-        "first). Its evaluation samples with the course's sampler too (greedy answers still come from `generate`), so "
+        "first). Its evaluation samples with the fast engine too (greedy answers still come from `generate`), so "
         "its sampled starts are draws of their own, not the run above's.")
     record = _read(path)
     if not table or record is None:
@@ -593,19 +593,21 @@ def gpu_seeds_long_section() -> str:
              f"{sum(after48) / sum(start48):.2f}x (seeds: {', '.join(f'{r:.2f}x' for r in ratios)})",
              "met" if sum(after48) / sum(start48) >= 2 else "not met"],
             ["HumanEval test (never trained on), greedy pass@1", "a gain beyond the t-interval",
-             f"{he['change_mean']:+.3f} ± {he['change_se']:.3f}", "met" if he["verdict"] == "a gain" else he["verdict"]]]
+             f"{he['change_mean']:+.3f} ± {he['change_se']:.3f}", "met" if he["verdict"] == "a gain" else f"not met ({he['verdict']})"]]
     return "\n\n".join([
         table,
+        "Where all three seeds passed the same tasks (the val and test greedy rows), the standard error is zero: the "
+        "interval then shows only that the seeds agreed, not how far another seed could land.",
         "Against the targets set for a long GPU run before it was made (each row computed from the record above):",
         _table(["measure", "target", "measured", "verdict"], rows),
         f"The steps fell short because the run, three seeds and their evaluations, was sized to finish in ten "
-        f"minutes on one GPU: side by side, a step took {per_step:.1f} s on average, so 100 steps would need about "
+        f"minutes on one GPU: side by side, a step took {per_step:.2f} s on average, so 100 steps would need about "
         f"{100 * per_step:.0f} s of training alone."])
 
 
 _SECTION1_GPU = {"GPU run 1 (generate)": "notebooks/data/smollm2_gpu_seeds.json",
                  "GPU run 2 (fast engine)": "notebooks/data/smollm2_gpu_seeds_fast.json",
-                 "GPU run 3 (trained longer)": "notebooks/data/smollm2_gpu_seeds_long.json"}
+                 "GPU run 3 (fast engine, longer)": "notebooks/data/smollm2_gpu_seeds_long.json"}
 _SECTION1_CPU = "notebooks/data/smollm2_cpu_seeds.json"
 _SECTION1_SETS = (("all 48 never trained on", "never_trained_greedy", "never trained (48)", 48),
                   ("course test (15)", "test_greedy", "course test (15)", 15),
@@ -634,7 +636,7 @@ def section1_seeds_section() -> str:
         rows.append([label, f"CPU ({len(cpu['runs'])} seeds, one shared start)",
                      *_seed_counts(starts, [r["result"][cpu_key]["greedy_pass@1"] for r in cpu["runs"]], n)])
     draws = gpu["GPU run 1 (generate)"]["changes"]["never_trained_sampled"]["start"]
-    redrawn = ", ".join(f"{d:.3f}" for d in gpu["GPU run 3 (trained longer)"]["changes"]["never_trained_sampled"]["start"])
+    redrawn = ", ".join(f"{d:.3f}" for d in gpu["GPU run 3 (fast engine, longer)"]["changes"]["never_trained_sampled"]["start"])
     cpu_sampled = cpu["summary"]["never trained (48), pass@1_from_samples"]
     return "\n\n".join([
         "## Chapter 10's section 1, seed by seed",
@@ -643,8 +645,8 @@ def section1_seeds_section() -> str:
         "by seed, for the 48 and for the two task sets they pool, with the verdict (`stats.seed_verdict`) of each "
         "row's paired changes:",
         _table(["tasks", "run", "tasks passed, start → trained, seed by seed", "verdict"], rows),
-        "A verdict depends on how well the seeds agree, not only on the mean: on the course's 15 GPU runs 1 and 2 "
-        "reach the same mean, but run 1's seeds spread more, and one seed's smaller gain is enough to bring zero "
+        "A verdict depends on how well the seeds agree, not only on the mean: on the course's 15 test tasks, GPU "
+        "runs 1 and 2 reach the same mean, but run 1's seeds spread more, and one seed's smaller gain is enough to bring zero "
         "into a three-seed interval.",
         "What the ± cannot see. A sampled start is one random draw, unlike a greedy one: on the 48 tasks the three "
         "GPU seeds drew pass@1 from 10 samples at T = 0.8 of " + ", ".join(f"{d:.3f}" for d in draws)
