@@ -119,22 +119,24 @@ def code_state() -> dict:
 
 
 def where_made() -> dict:
-    """What a run made now is made by: the code (code_state()), the machine (the processor decides the last digits
-    of every sum) and torch's version."""
+    """What a CPU run made now is made by: the code (code_state()), the machine (the processor decides the last
+    digits of every sum) and torch's version."""
     import torch
 
     return {**code_state(), "machine": machine(), "torch": torch.__version__}
 
 
-def made_here_by_this_code(made: dict) -> bool:
-    """The one rule for reusing a finished run or extending a record: whether `made` (a run's made_at.json, as
-    where_made() wrote it, or a record, whose torch is under versions) was made by this code (the same commit,
-    nothing uncommitted then or now), on this machine, with this torch."""
-    now = where_made()
-    torch_version = made.get("torch", made.get("versions", {}).get("torch"))
-    return (not now["uncommitted_changes"] and made.get("uncommitted_changes") is False
-            and made.get("code_revision") == now["code_revision"] and made.get("machine") == now["machine"]
-            and torch_version == now["torch"])
+def made_here_by_this_code(made: dict, now: dict | None = None) -> bool:
+    """The one rule for reusing a finished CPU run or extending a CPU record: whether `made` (a run's made_at.json,
+    as where_made() wrote it, or a record, whose torch is under versions) was made by this code (the same commit,
+    nothing uncommitted then or now), on this machine, with this torch. now: where_made(), if the caller has it.
+    Where the code has no commit (a copy without .git and no COURSE_CODE_REVISION) nothing is reused; where
+    COURSE_CODE_REVISION names the commit, the copy is trusted to hold that commit's code."""
+    now = now or where_made()
+    torch_version = made["torch"] if "torch" in made else (made.get("versions") or {}).get("torch")
+    return (isinstance(now["code_revision"], str) and not now["uncommitted_changes"]
+            and made.get("uncommitted_changes") is False and made.get("code_revision") == now["code_revision"]
+            and made.get("machine") == now["machine"] and torch_version == now["torch"])
 
 
 def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
@@ -146,15 +148,19 @@ def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
     import shutil
 
     settings = json.loads(json.dumps(settings))
+    now = where_made()
     marked = run_dir / "made_at.json"  # the code, machine, torch and settings the run was started with
     if (run_dir / "eval.json").is_file() and marked.is_file():
         made = json.loads(marked.read_text())
-        if made_here_by_this_code(made) and made.get("settings") == settings:
+        if made_here_by_this_code(made, now) and made.get("settings") == settings:
             return True
+        differ = [k for k in ("code_revision", "uncommitted_changes", "machine", "torch", "settings")
+                  if made.get(k) != {**now, "settings": settings}[k]]
+        print(f"making {run_dir} again: its finished run differs in {', '.join(differ) or 'nothing, but the code now has uncommitted changes or no commit'}")
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
-    marked.write_text(json.dumps({**where_made(), "settings": settings}) + "\n")
+    marked.write_text(json.dumps({**now, "settings": settings}) + "\n")
     return False
 
 

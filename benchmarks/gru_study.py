@@ -17,7 +17,7 @@ thread a run, and the same number of gradient steps per update in every variant 
 teacher episodes included).
 
 Each run is `course_lib.gru.ppo_run.run` into OUT/<variant>/seed<N> (config.json, metrics.jsonl, eval.json);
-a finished run made by this code with the same settings is reused, any other made again
+a finished run made by this code on this machine, with this torch and the same settings, is reused, any other made again
 (`_common.reuse_or_clear`), and the record names the commit every run was made at. Writes OUT/summary.json and the
 record (--notebook-data): mean and spread (sample standard deviation) over the seeds of every greedy pass
 rate (train, val and test; near and far), each run's metrics per update and greedy result per task. Runs
@@ -73,7 +73,7 @@ def run_one(variant: str, seed: int, args, variants: dict) -> dict:
     run_dir = args.out / variant / f"seed{seed}"
     settings = settings_of(variant, seed, args, variants)
     if reuse_or_clear(run_dir, {**settings, "pretrained_sha256": file_sha256(args.pretrained)}):
-        print(f"{variant} seed {seed}: reusing {run_dir}, made by this code with these settings", flush=True)
+        print(f"{variant} seed {seed}: reusing {run_dir}, made by this code here with these settings", flush=True)
         return json.loads((run_dir / "eval.json").read_text())
     config = PPOConfig(**settings)
     start = time.perf_counter()
@@ -168,8 +168,10 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     for key in ("seeds", "updates", "episodes", "eval_every"):
         if getattr(args, key) is None:
             setattr(args, key, study[key])
-    args.seeds = list(dict.fromkeys(args.seeds))  # each once
-    args.variants = list(dict.fromkeys(args.variants or variants))
+    args.variants = args.variants or list(variants)
+    for key in ("seeds", "variants"):
+        if len(set(getattr(args, key))) != len(getattr(args, key)):
+            parser.error(f"--{key} lists a value twice: {getattr(args, key)}")
     unknown = sorted(set(args.variants) - set(variants))
     if unknown:
         parser.error(f"{args.study} has no variant {', '.join(unknown)}; it has {', '.join(variants)}")

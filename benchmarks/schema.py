@@ -853,25 +853,38 @@ STILL_VALID: dict[str, dict] = {
     },
 }
 
-_ONE_REUSE_RULE = {  # reviewed on 2026-11-28
-    "benchmarks/_common.py::reuse_or_clear": "058d6fc22158", "benchmarks/gru_study.py::parse": "cf58b25df8a2",
-    **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
-        ("start_rows", "8c2fea6b10b3"), ("run", "7f4be5e79834"), ("parse", "466b456cf468"),
-        ("_remake_args", "07b8bd6c823a"), ("read_study", "99783f3f8628"))}}
-_ONE_REUSE_RULE_REASON = (
-    "one rule, _common.made_here_by_this_code, now decides whether a finished run is reused or a record extended "
-    "(the same commit with nothing uncommitted then or now, the same machine, the same torch): reuse_or_clear asks "
-    "it, and so also writes the machine and torch into a run's made_at.json, and the language model's runner asks it "
-    "where it kept its own copy of the rule; that runner extends a record when the record's config equals the "
-    "settings it would run with (the keys it compared one by one before); record paths come from "
-    "_common.record_path (notebooks/data/NAME.json, the same paths); gru_study's parse passes each seed and variant "
-    "once: which runs are made again, not what a run computes")
-for _name in ("explore_ablation", "gru_methods", "lambda_ablation", "teacher_ablation", "reward_ablation",
-              "scoring_benchmark", "smollm2_gpu_engines", "smollm2_gpu_seeds_long", "smollm2_ppo", "smollm2_reinforce",
-              "smollm2_step_time"):
+
+# One rule for reusing a run or extending a record (_common.made_here_by_this_code), reviewed on 2026-11-28: each
+# record below gets the definitions of it that changed under it, and the reasons for those
+_ONE_RULE = {"benchmarks/_common.py::reuse_or_clear": "a79e571e3233",
+             "benchmarks/gru_study.py::run_one": "da98898a08ce", "benchmarks/gru_study.py::parse": "016104da2817",
+             **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
+                 ("start_rows", "8c2fea6b10b3"), ("run", "7f4be5e79834"), ("parse", "466b456cf468"),
+                 ("_remake_args", "07b8bd6c823a"), ("read_study", "99783f3f8628"))}}
+_ONE_RULE_REASONS = {
+    "_common": "_common.reuse_or_clear now asks _common.made_here_by_this_code (the same commit with nothing uncommitted "
+               "then or now, the same machine, the same torch, and a commit at all), so it also writes the machine "
+               "and torch into a run's made_at.json and says why it makes a finished run again: which runs are made "
+               "again, not what a run computes",
+    "gru_study": "gru_study refuses --seeds or --variants that list a value twice, takes its record's path from "
+                 "_common.record_path (notebooks/data/NAME.json, the same path) and says in its reuse message that "
+                 "the run was made here: every run gets the same PPOConfig as before",
+    "smollm2_rl": "the language model's runner asks _common.made_here_by_this_code where it kept its own copy of the "
+                  "rule, extends a record when the record's config equals the settings it would run with (the keys it "
+                  "compared one by one before) and takes record paths from _common.record_path (the same paths): which "
+                  "seeds are run again, not what a run computes; what the scripts that import it use (MODEL, LORA, RL, "
+                  "REPO_ROOT, summarise) is unchanged"}
+for _name, _parts in {**dict.fromkeys(("explore_ablation", "gru_methods", "lambda_ablation", "teacher_ablation"),
+                                      ("_common", "gru_study")),
+                      **dict.fromkeys(("reward_ablation", "scoring_benchmark", "smollm2_gpu_seeds_long"), ("_common",)),
+                      "smollm2_gpu_engines": ("smollm2_rl",),
+                      **dict.fromkeys(("smollm2_ppo", "smollm2_reinforce", "smollm2_step_time"),
+                                      ("_common", "smollm2_rl"))}.items():
     _entry = STILL_VALID.setdefault(f"notebooks/data/{_name}.json", {"reason": "", "reviewed": {}})
-    _entry["reason"] = "; ".join(filter(None, (_entry["reason"], _ONE_REUSE_RULE_REASON)))
-    _entry["reviewed"] = {**_entry["reviewed"], **_ONE_REUSE_RULE}
+    _entry["reason"] = "; ".join(filter(None, (_entry["reason"], *(_ONE_RULE_REASONS[p] for p in _parts))))
+    _entry["reviewed"] = {**_entry["reviewed"],
+                          **{k: v for k, v in _ONE_RULE.items() if k.split("::")[0].split("/")[-1][:-3] in _parts}}
+del _name, _parts, _entry
 
 
 def _reviewed(path: str, key: str, fingerprint: str) -> bool:

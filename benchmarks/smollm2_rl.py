@@ -134,7 +134,7 @@ def run_settings(rl: dict, *, loop: str, humaneval: bool, humaneval_train: bool)
 
 def start_rows(start_from: Path | None, settings: dict) -> list[dict]:
     """The start's evaluation from another record with the same model and evaluation settings, made by this code
-    (the same commit, nothing uncommitted), if there is one."""
+    on this machine with this torch (_common.made_here_by_this_code), if there is one."""
     if start_from is None or not start_from.exists():
         return []
     source = json.loads(start_from.read_text())

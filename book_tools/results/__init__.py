@@ -8,7 +8,7 @@ notebooks/data/ (the one records folder), never typed in:
     python -m book_tools.results            rewrite book/results/*.md from the records
     python -m book_tools.results --check    exit 1 if a page differs from what the records give (a test runs it)
 
-One module a page (a long page in two): common.py holds what their sections share.
+One module a page (chapter 10's in three): common.py holds what their sections share.
 """
 
 from __future__ import annotations
