@@ -147,20 +147,19 @@ def reuse_or_clear(run_dir: Path, settings: dict | None = None) -> bool:
     makes, so that a record never names a commit or settings its runs were not made with."""
     import shutil
 
-    settings = json.loads(json.dumps(settings))
-    now = where_made()
+    now = {**where_made(), "settings": json.loads(json.dumps(settings))}
     marked = run_dir / "made_at.json"  # the code, machine, torch and settings the run was started with
     if (run_dir / "eval.json").is_file() and marked.is_file():
         made = json.loads(marked.read_text())
-        if made_here_by_this_code(made, now) and made.get("settings") == settings:
+        if made_here_by_this_code(made, now) and made.get("settings") == now["settings"]:
             return True
-        differ = [k for k in ("code_revision", "uncommitted_changes", "machine", "torch", "settings")
-                  if made.get(k) != {**now, "settings": settings}[k]]
-        print(f"making {run_dir} again: its finished run differs in {', '.join(differ) or 'nothing, but the code now has uncommitted changes or no commit'}")
+        differ = ", ".join(k for k, v in now.items() if made.get(k) != v)
+        print(f"making {run_dir} again: its finished run differs in "
+              f"{differ or 'nothing, but the code now has uncommitted changes or no commit'}")
     if run_dir.exists():
         shutil.rmtree(run_dir)
     run_dir.mkdir(parents=True)
-    marked.write_text(json.dumps({**now, "settings": settings}) + "\n")
+    marked.write_text(json.dumps(now) + "\n")
     return False
 
 

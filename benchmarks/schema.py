@@ -720,8 +720,7 @@ _LM_STUDY_RUNNER = {  # reviewed on 2026-11-28
         ("LOOPS", "cce1cfa7de02"), ("STUDIES", "4e8db7c5517a"), ("STUDY_KEYS", "1b833646635a"),
         ("SUMMARY_KEYS", "82ebd64e269b"), ("main", "5829c9e8b569"), ("parse", "96d4cc795e83"), ("run", "6592d1f864e4"),
         ("run_settings", "36c909d63a1d"), ("save", "1001c2f89902"), ("start_rows", "7e6fe6f0b6e1"),
-        ("statement 85d88cdd4da2", "85d88cdd4da2"), ("SETTINGS_KEYS", "d1aafb1a9c82"),
-        ("_made_here_by_this_code", "6202528c0954"), ("_remake_args", "765a1481dfca"))}}
+        ("statement 85d88cdd4da2", "85d88cdd4da2"), ("_remake_args", "765a1481dfca"))}}
 _LM_STUDY_RUNNER_REASON = ("smollm2_rl.py became the runner of the language model's study files (benchmarks/studies/lm/): "
                            "what it added or changed (the study's reading and checks, parse, run, save, start_rows, "
                            "main, run_settings' rl_config) runs only when it is the script; the scripts that import "
@@ -737,9 +736,7 @@ _COMMAND_ARGS_REASON = ("gru_study's _command_args moved to _common as command_a
                         "(the same checks and messages; tests/test_studies.py names each mistake), then its variants")
 _LM_REUSE_RULES = {  # reviewed on 2026-11-28
     "benchmarks/smollm2_rl.py::run": "6592d1f864e4", "benchmarks/smollm2_rl.py::start_rows": "7e6fe6f0b6e1",
-    "benchmarks/smollm2_rl.py::main": "5829c9e8b569", "benchmarks/smollm2_rl.py::SETTINGS_KEYS": "d1aafb1a9c82",
-    "benchmarks/smollm2_rl.py::_made_here_by_this_code": "6202528c0954",
-    "benchmarks/smollm2_rl.py::_remake_args": "765a1481dfca", "benchmarks/smollm2_rl.py::parse": "96d4cc795e83",
+    "benchmarks/smollm2_rl.py::main": "5829c9e8b569", "benchmarks/smollm2_rl.py::_remake_args": "765a1481dfca", "benchmarks/smollm2_rl.py::parse": "96d4cc795e83",
     "benchmarks/smollm2_rl.py::save": "1001c2f89902"}
 _LM_REUSE_RULES_REASON = ("run, start_rows and their helpers now extend a record (every setting the same), or reuse "
                           "another's start (the same model and evaluation settings), only when it was made by this "
@@ -856,7 +853,7 @@ STILL_VALID: dict[str, dict] = {
 
 # One rule for reusing a run or extending a record (_common.made_here_by_this_code), reviewed on 2026-11-28: each
 # record below gets the definitions of it that changed under it, and the reasons for those
-_ONE_RULE = {"benchmarks/_common.py::reuse_or_clear": "a79e571e3233",
+_ONE_RULE = {"benchmarks/_common.py::reuse_or_clear": "88ec94285d6e",
              "benchmarks/gru_study.py::run_one": "da98898a08ce", "benchmarks/gru_study.py::parse": "016104da2817",
              **{f"benchmarks/smollm2_rl.py::{name}": fingerprint for name, fingerprint in (
                  ("start_rows", "8c2fea6b10b3"), ("run", "7f4be5e79834"), ("parse", "466b456cf468"),
