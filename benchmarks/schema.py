@@ -884,6 +884,19 @@ for _name, _parts in {**dict.fromkeys(("explore_ablation", "gru_methods", "lambd
 del _name, _parts, _entry
 
 
+# One name per measure, reviewed on 2026-11-28: PPOConfig's target_kl help says "approximate KL" where it said
+# "approx-KL"; the help text of an option, not what a run computes
+_KL_NAME = {"course_lib/gru/ppo_config.py::PPOConfig": "d35ce7baa58f"}
+_KL_NAME_REASON = ("PPOConfig's target_kl help names the measure 'approximate KL' (it said 'approx-KL'): the text of "
+                   "the option's help, the same settings and defaults")
+for _name in ("explore_ablation", "gru_methods", "lambda_ablation", "ppo_from_copying_start", "reward_ablation",
+              "teacher_ablation"):
+    _entry = STILL_VALID[f"notebooks/data/{_name}.json"]
+    _entry["reason"] += "; " + _KL_NAME_REASON
+    _entry["reviewed"] = {**_entry["reviewed"], **_KL_NAME}
+del _name, _entry
+
+
 def _reviewed(path: str, key: str, fingerprint: str) -> bool:
     versions = STILL_VALID.get(path, {}).get("reviewed", {}).get(key, ())
     return fingerprint in ((versions,) if isinstance(versions, str) else versions)

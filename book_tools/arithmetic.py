@@ -12,6 +12,12 @@ exactly on a processor of the recorded vendor. On another vendor it still runs e
 every assertion in the chapters must hold, but it does not compare the tagged cells' outputs,
 and says how many it left out (notebooks/conftest.py).
 
+A chapter re-executed alone on a processor of another vendor is recorded apart, under
+"chapters" (`made_on`): it starts from the committed checkpoints, as it does in the test command
+(book_tools.nbcheck), so only its own tagged cells follow the other arithmetic. A chapter that
+writes other checkpoints (chapters 4 and 9 train them) cannot be re-executed alone that way: the
+chapters after it read its checkpoints (book_tools.reproduce refuses it).
+
 Tagging is measured, not guessed: run the notebook checks on a processor of another vendor
 (`python -m book_tools.nbcheck`), or on this one with MKL's other kernels
 (`COURSE_MKL_CBWR=COMPATIBLE python -m book_tools.nbcheck`: a rough stand-in, it also reports
@@ -56,31 +62,65 @@ def cpu_vendor() -> str:
     return cpuinfo_field("vendor_id") or platform.machine() or "unknown"
 
 
-def read_stamp(path: Path = STAMP_PATH) -> str | None:
-    """The vendor whose arithmetic the committed outputs follow; None if no batch recorded one."""
+def _read(path: Path) -> dict | None:
     if not path.exists():
         return None
     data = json.loads(path.read_text())
-    if not isinstance(data, dict) or not isinstance(data.get("cpu_vendor"), str):
-        raise ValueError(f"{path} should hold {{\"cpu_vendor\": \"...\"}}, written by the batch "
-                         f"(python -m book_tools reproduce); it holds {data!r}. Delete it and re-run the batch.")
-    return data["cpu_vendor"]
+    chapters = data.get("chapters", {}) if isinstance(data, dict) else None
+    if (not isinstance(data, dict) or not isinstance(data.get("cpu_vendor"), str) or not isinstance(chapters, dict)
+            or not all(isinstance(k, str) and isinstance(v, str) for k, v in chapters.items())):
+        raise ValueError(f"{path} should hold {{\"cpu_vendor\": \"...\"}} and optionally {{\"chapters\": {{\"NN_name\": "
+                         f"\"...\"}}}}, written by the batch (python -m book_tools reproduce); it holds {data!r}. "
+                         f"Delete it and re-run the batch.")
+    return data
+
+
+def read_stamp(path: Path = STAMP_PATH) -> str | None:
+    """The vendor whose arithmetic the committed outputs follow; None if no batch recorded one."""
+    data = _read(path)
+    return None if data is None else data["cpu_vendor"]
+
+
+def chapter_stamps(path: Path = STAMP_PATH) -> dict[str, str]:
+    """{chapter stem: vendor} for the chapters re-executed alone on another vendor than the batch's."""
+    data = _read(path)
+    return {} if data is None else dict(data.get("chapters", {}))
+
+
+def made_on(chapter: str, path: Path = STAMP_PATH) -> str | None:
+    """The vendor whose arithmetic one chapter's committed outputs follow (its stem: '06_ppo_and_gae')."""
+    return chapter_stamps(path).get(chapter) or read_stamp(path)
+
+
+def _meaning() -> str:
+    return (f"the chapters' outputs were computed with this vendor's floating-point kernels; on another vendor the "
+            f"test command does not compare the cells tagged '{TAG}'. 'chapters' names those re-executed alone "
+            f"since on another vendor, from the committed checkpoints (made on cpu_vendor)")
 
 
 def write_stamp(vendor: str, path: Path = STAMP_PATH,
                 written_by: str = "python -m book_tools reproduce, every chapter") -> None:
-    path.write_text(json.dumps({
-        "cpu_vendor": vendor,
-        "written_by": written_by,
-        "meaning": f"the chapters' outputs were computed with this vendor's floating-point kernels; on "
-                   f"another vendor the test command does not compare the cells tagged '{TAG}'",
-    }, indent=1) + "\n")
+    """Every chapter was executed on `vendor`: the stamp names no chapter apart."""
+    path.write_text(json.dumps({"cpu_vendor": vendor, "written_by": written_by, "meaning": _meaning()},
+                               indent=1) + "\n")
 
 
-def cells_not_to_compare(items, made_on: str | None, here: str) -> list:
+def stamp_chapters(chapters: list[str], vendor: str, path: Path = STAMP_PATH) -> None:
+    """These chapters (stems) were re-executed alone on `vendor`: record it where it is not the batch's."""
+    data = _read(path)
+    if data is None:
+        raise ValueError(f"{path} is missing: run the whole batch (python -m book_tools reproduce) first")
+    apart = {k: v for k, v in data.get("chapters", {}).items() if k not in chapters}
+    apart |= {c: vendor for c in chapters if vendor != data["cpu_vendor"]}
+    data = {k: v for k, v in data.items() if k != "chapters"} | ({"chapters": dict(sorted(apart.items()))} if apart else {})
+    data["meaning"] = _meaning()
+    path.write_text(json.dumps(data, indent=1) + "\n")
+
+
+def cells_not_to_compare(items, vendor: str | None, here: str) -> list:
     """The nbval items (cells) whose outputs depend on the processor's arithmetic, when this
-    processor's vendor is not the one the committed outputs were made on; [] otherwise."""
-    if made_on is None or made_on == here:
+    processor's vendor is not `vendor`, the one the committed outputs were made on; [] otherwise."""
+    if vendor is None or vendor == here:
         return []
     return [item for item in items
             if TAG in (getattr(getattr(item, "cell", None), "metadata", None) or {}).get("tags", [])]
@@ -162,6 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.show:
         print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
+        for chapter, vendor in chapter_stamps().items():
+            print(f"  {chapter} re-executed alone on {vendor}")
         for nb in chapter_notebooks(NOTEBOOKS_DIR):
             cells = tagged_cells(nb)
             print(f"{nb.name}: {len(cells)} cells tagged {TAG} {cells}")

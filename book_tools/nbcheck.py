@@ -22,63 +22,18 @@ import tempfile
 from pathlib import Path
 
 from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic
+from book_tools.checkpoint_files import CHECKPOINTS, changed_files, restore
 from book_tools.reproduce import select_chapters, summarize_junit
 
-CHECKPOINTS = NOTEBOOKS_DIR / "checkpoints"
 REPORTS = REPO_ROOT / "_build" / "test-reports"
 SANITIZE = NOTEBOOKS_DIR / "nbval_sanitize.cfg"
-
-
-def _same_content(a: Path, b: Path) -> bool:
-    """Whether two checkpoint files hold the same numbers (the bytes of a pickle may differ alone)."""
-    if a.read_bytes() == b.read_bytes():
-        return True
-    if a.suffix == ".json":
-        return json.loads(a.read_text()) == json.loads(b.read_text())
-    if a.suffix not in (".pt", ".safetensors"):
-        return False
-    import torch
-
-    if a.suffix == ".pt":  # the course's own checkpoints (trusted files, not downloads)
-        x, y = torch.load(a, map_location="cpu", weights_only=False), torch.load(b, map_location="cpu", weights_only=False)
-    else:
-        from safetensors.torch import load_file
-
-        x, y = load_file(a), load_file(b)
-    return _equal(x, y)
-
-
-def _equal(x, y) -> bool:
-    import torch
-
-    if isinstance(x, torch.Tensor) or isinstance(y, torch.Tensor):
-        return (isinstance(x, torch.Tensor) and isinstance(y, torch.Tensor) and x.dtype == y.dtype
-                and x.shape == y.shape and torch.equal(x, y))
-    if isinstance(x, dict) and isinstance(y, dict):
-        return x.keys() == y.keys() and all(_equal(x[k], y[k]) for k in x)
-    if isinstance(x, (list, tuple)) and isinstance(y, (list, tuple)):
-        return len(x) == len(y) and all(_equal(u, v) for u, v in zip(x, y))
-    return x == y
-
-
-def changed_files(before: Path, after: Path) -> list[str]:
-    """Files under `after` that are new, gone or hold other numbers than under `before`."""
-    names = {p.relative_to(before) for p in before.rglob("*") if p.is_file()}
-    names |= {p.relative_to(after) for p in after.rglob("*") if p.is_file()}
-    return sorted(str(n) for n in names
-                  if not ((before / n).is_file() and (after / n).is_file() and _same_content(before / n, after / n)))
-
-
-def _restore(snapshot: Path) -> None:
-    shutil.rmtree(CHECKPOINTS, ignore_errors=True)
-    shutil.copytree(snapshot, CHECKPOINTS)
 
 
 def check(prefixes: list[str] | None = None) -> int:
     from book_tools.batch_engine import CELL_TIMEOUT_S
 
     notebooks = select_chapters(prefixes, "nbcheck")
-    made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
+    here = arithmetic.cpu_vendor()
     REPORTS.mkdir(parents=True, exist_ok=True)
     failed, reports = [], []
     with tempfile.TemporaryDirectory() as tmp:
@@ -97,6 +52,7 @@ def check(prefixes: list[str] | None = None) -> int:
                 if result.returncode != 0:
                     failed.append(f"{nb.stem} (pytest exit {result.returncode})")
                 changed = changed_files(snapshot, CHECKPOINTS)
+                made_on = arithmetic.made_on(nb.stem)
                 if changed and made_on in (None, here):
                     print(f"nbcheck: {nb.stem} wrote checkpoints that differ from the committed ones: {changed}. "
                           f"Re-execute it with the batch (python -m book_tools reproduce --only {nb.stem[:2]}) "
@@ -107,7 +63,7 @@ def check(prefixes: list[str] | None = None) -> int:
                           f"expected on a {here} processor when the outputs were made on {made_on}; the next "
                           f"chapter starts from the committed ones.", flush=True)
             finally:  # the next chapter, and the working tree after the checks, start from the snapshot
-                _restore(snapshot)
+                restore(snapshot)
     print(summarize_junit(reports))
     if failed:
         print(f"nbcheck: failed: {', '.join(failed)}")

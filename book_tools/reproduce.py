@@ -196,11 +196,14 @@ def run_pre_step(notebook: Path, rerun: bool) -> None:
 
 def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:
     notebooks = select_chapters(only, "reproduce")
-    check_arithmetic(notebooks)
+    apart = check_arithmetic(notebooks)
     for nb in notebooks:
         run_pre_step(nb, rerun_runs)
         print(f"reproduce: executing {nb.name} ...", flush=True)
-        seconds = round(execute(nb), 1)  # the notebook and the table state this same number
+        if nb in apart:
+            seconds = round(_execute_apart(nb), 1)
+        else:
+            seconds = round(execute(nb), 1)  # the notebook and the table state this same number
         stamp_time(nb, seconds)
         timings = load_timings()  # read again: another batch may have written other chapters meanwhile
         timings[nb.stem] = {"seconds": seconds, "cpus": os.cpu_count(), "cpu": cpu_model(),
@@ -210,6 +213,8 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
         print(f"reproduce: {nb.name} took {format_duration(seconds)}{flag}", flush=True)
     if notebooks == chapter_notebooks():  # every chapter's outputs now follow this processor's arithmetic
         arithmetic.write_stamp(arithmetic.cpu_vendor())
+    elif arithmetic.read_stamp() is not None:  # these chapters' outputs now follow this processor's
+        arithmetic.stamp_chapters([nb.stem for nb in notebooks if arithmetic.tagged_cells(nb)], arithmetic.cpu_vendor())
     timings = load_timings()
     total = sum(t["seconds"] for t in timings.values())
     print(f"reproduce: all chapters {format_duration(total)} (budget {format_duration(BATCH_BUDGET_S)})")
@@ -217,24 +222,45 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
     return 1 if (strict_budget and over) else 0
 
 
-def check_arithmetic(notebooks: list[Path]) -> None:
-    """Refuse to re-execute only some chapters on a processor of another vendor than the one the
-    committed outputs were made on, when those chapters have cells whose outputs depend on it:
-    their new outputs would follow another arithmetic than the chapters they read checkpoints from
-    (book_tools.arithmetic)."""
+def check_arithmetic(notebooks: list[Path]) -> list[Path]:
+    """The chapters to be re-executed alone on a processor of another vendor than the batch's, whose cells
+    tagged arithmetic.TAG will then follow this processor's arithmetic: the batch records them apart
+    (arithmetic.stamp_chapters). [] for the whole batch, which re-stamps every chapter."""
     made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
     if made_on is None or made_on == here or notebooks == chapter_notebooks():
-        return
-    sensitive = [nb.stem for nb in notebooks if arithmetic.tagged_cells(nb)]
-    if sensitive:
-        raise SystemExit(
-            f"reproduce: the committed outputs were made on a processor whose vendor is {made_on} "
-            f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. These chapters have cells "
-            f"tagged '{arithmetic.TAG}', whose outputs change with the vendor's floating-point kernels: "
-            f"{', '.join(sensitive)}. Re-executing them alone would mix two arithmetics in the book. "
-            f"Re-execute every chapter (python -m book_tools reproduce, about 11 minutes; chapter 4's GRU and "
-            f"chapter 9's tiny coder then change, so the benchmark records made from them must be re-made too: "
-            f"tests/test_records.py names them and their commands), or run on a processor whose vendor is {made_on}.")
+        return []
+    return [nb for nb in notebooks if arithmetic.tagged_cells(nb)]
+
+
+def _execute_apart(notebook: Path) -> float:
+    """Execute a chapter alone on another vendor than the batch's; refuse, and put the notebook and the
+    checkpoints back, where it writes other checkpoints than the committed ones (the chapters after it read
+    them, and their outputs were computed from the committed ones)."""
+    import shutil
+    import tempfile
+
+    from book_tools.checkpoint_files import CHECKPOINTS, changed_files, restore
+
+    with tempfile.TemporaryDirectory() as tmp:
+        snapshot, saved = Path(tmp) / "checkpoints", Path(tmp) / notebook.name
+        shutil.copytree(CHECKPOINTS, snapshot)
+        shutil.copy2(notebook, saved)
+        seconds = execute(notebook)
+        changed = changed_files(snapshot, CHECKPOINTS)
+        if changed:
+            restore(snapshot)
+            shutil.copy2(saved, notebook)
+            made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
+            raise SystemExit(
+                f"reproduce: the committed outputs were made on a processor whose vendor is {made_on} "
+                f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. {notebook.stem}, executed "
+                f"alone here, wrote other checkpoints ({', '.join(changed)}), which the chapters after it read: "
+                f"their outputs would no longer follow from them. The notebook and the checkpoints are put back. "
+                f"Re-execute every chapter (python -m book_tools reproduce, about 11 minutes; chapter 4's GRU and "
+                f"chapter 9's tiny coder then change, so the benchmark records made from them must be re-made too: "
+                f"tests/test_records.py names them and their commands), or run on a processor whose vendor is "
+                f"{made_on}.")
+    return seconds
 
 
 def summarize_junit(paths: Path | list[Path]) -> str:

@@ -117,7 +117,29 @@ def test_nbval_skips_comparing_tagged_cells_only_on_another_vendor(tmp_path, ven
                                 "made on another processor vendor)"), summary
 
 
-def test_a_partial_batch_on_another_vendor_is_refused_for_chapters_that_train(monkeypatch, tmp_path):
+def test_nbval_compares_a_chapter_stamped_apart_by_its_own_vendor(tmp_path):
+    """`apart` was re-executed alone on SomeOtherVendor; `check` follows the batch's AMD; this machine is AMD."""
+    import subprocess
+    import sys
+
+    for name in ("check", "apart"):
+        (tmp_path / f"{name}.ipynb").write_text(json.dumps(NOTEBOOK))
+    (tmp_path / "conftest.py").write_text(
+        "from book_tools import arithmetic\n"
+        "arithmetic.read_stamp = lambda path=None: 'AuthenticAMD'\n"
+        "arithmetic.chapter_stamps = lambda path=None: {'apart': 'SomeOtherVendor'}\n"
+        "arithmetic.cpu_vendor = lambda: 'AuthenticAMD'\n"
+        f"exec(open({str(ROOT / 'notebooks' / 'conftest.py')!r}).read())\n")
+    result = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "check.ipynb", "apart.ipynb", "-q",
+                             "-p", "no:cacheprovider", "--junitxml=r.xml"], cwd=tmp_path, capture_output=True,
+                            text=True, env={**__import__("os").environ, "PYTHONPATH": str(ROOT)})
+    assert result.returncode == 1 and "check.ipynb::Cell 0" in result.stdout, result.stdout
+    assert "apart.ipynb::Cell 0" not in result.stdout.split("short test summary")[-1], result.stdout
+    assert ("1 cells tagged 'cpu-arithmetic' in 1 notebooks ran, but their outputs were not compared: the committed "
+            "outputs follow SomeOtherVendor's") in result.stdout, result.stdout
+
+
+def test_a_partial_batch_on_another_vendor_records_the_chapters_with_tagged_cells_apart(monkeypatch, tmp_path):
     stamp = tmp_path / "outputs_made_on.json"
     arithmetic.write_stamp("SomeOtherVendor", stamp)
     monkeypatch.setattr(arithmetic, "STAMP_PATH", stamp)
@@ -125,10 +147,48 @@ def test_a_partial_batch_on_another_vendor_is_refused_for_chapters_that_train(mo
     sensitive = [nb for nb in CHAPTERS if arithmetic.tagged_cells(nb)]
     plain = [nb for nb in CHAPTERS if not arithmetic.tagged_cells(nb)]
     assert sensitive and plain
-    with pytest.raises(SystemExit, match="Re-execute every chapter"):
-        reproduce.check_arithmetic(sensitive[:1])
-    reproduce.check_arithmetic(plain)  # no cell of theirs depends on the arithmetic
-    reproduce.check_arithmetic(CHAPTERS)  # the whole batch is always allowed: it re-stamps
+    assert reproduce.check_arithmetic(sensitive[:1]) == sensitive[:1]
+    assert reproduce.check_arithmetic(plain) == []  # no cell of theirs depends on the arithmetic
+    assert reproduce.check_arithmetic(CHAPTERS) == []  # the whole batch re-stamps every chapter
+
+
+def test_a_chapter_re_executed_alone_is_stamped_apart_and_the_batch_clears_it(tmp_path):
+    stamp = tmp_path / "outputs_made_on.json"
+    arithmetic.write_stamp("AuthenticAMD", stamp)
+    arithmetic.stamp_chapters(["06_ppo_and_gae"], "GenuineIntel", stamp)
+    assert arithmetic.made_on("06_ppo_and_gae", stamp) == "GenuineIntel"
+    assert arithmetic.made_on("04_gru_pretraining", stamp) == "AuthenticAMD"
+    assert arithmetic.read_stamp(stamp) == "AuthenticAMD"
+    arithmetic.stamp_chapters(["06_ppo_and_gae"], "AuthenticAMD", stamp)  # executed again on the batch's vendor
+    assert arithmetic.chapter_stamps(stamp) == {} and "chapters" not in json.loads(stamp.read_text())
+    arithmetic.stamp_chapters(["06_ppo_and_gae"], "GenuineIntel", stamp)
+    arithmetic.write_stamp("GenuineIntel", stamp)  # the whole batch
+    assert arithmetic.chapter_stamps(stamp) == {}
+    stamp.write_text('{"cpu_vendor": "AuthenticAMD", "chapters": ["06"]}')
+    with pytest.raises(ValueError, match="re-run the batch"):
+        arithmetic.made_on("06", stamp)
+
+
+def test_a_chapter_that_writes_other_checkpoints_is_refused_alone_and_put_back(monkeypatch, tmp_path):
+    from book_tools import checkpoint_files
+
+    checkpoints, notebook = tmp_path / "checkpoints", tmp_path / "04_x.ipynb"
+    checkpoints.mkdir()
+    (checkpoints / "model.json").write_text('{"w": 1}')
+    notebook.write_text("committed outputs")
+
+    def execute(nb):  # the chapter trains another model here, and writes its outputs
+        (checkpoints / "model.json").write_text('{"w": 2}')
+        nb.write_text("other outputs")
+        return 1.0
+
+    monkeypatch.setattr(checkpoint_files, "CHECKPOINTS", checkpoints)
+    monkeypatch.setattr(reproduce, "execute", execute)
+    with pytest.raises(SystemExit, match=r"wrote other checkpoints \(model.json\).*put back"):
+        reproduce._execute_apart(notebook)
+    assert (checkpoints / "model.json").read_text() == '{"w": 1}' and notebook.read_text() == "committed outputs"
+    monkeypatch.setattr(reproduce, "execute", lambda nb: nb.write_text("new outputs") and 2.0)
+    assert reproduce._execute_apart(notebook) == 2.0 and notebook.read_text() == "new outputs"
 
 
 def test_training_from_random_weights_is_tagged_and_chapters_without_training_are_not():
@@ -153,7 +213,7 @@ def test_the_summary_counts_uncompared_cells_apart(tmp_path):
 def test_checkpoint_comparison_reads_numbers_not_bytes(tmp_path):
     import torch
 
-    from book_tools import nbcheck
+    from book_tools import checkpoint_files
 
     before, after = tmp_path / "before", tmp_path / "after"
     for d in (before, after):
@@ -162,7 +222,7 @@ def test_checkpoint_comparison_reads_numbers_not_bytes(tmp_path):
     torch.save({"config": {"hidden_dim": 4}, "state_dict": {"w": torch.ones(3)}}, after / "m.pt")  # other key order
     (before / "sub" / "log.json").write_text('{"loss": 1.5, "step": 1}')
     (after / "sub" / "log.json").write_text('{"step": 1, "loss": 1.5}')
-    assert nbcheck.changed_files(before, after) == []
+    assert checkpoint_files.changed_files(before, after) == []
     torch.save({"state_dict": {"w": torch.ones(3) + 1e-7}, "config": {"hidden_dim": 4}}, after / "m.pt")
     (after / "new.bin").write_bytes(b"x")
-    assert nbcheck.changed_files(before, after) == ["m.pt", "new.bin"]
+    assert checkpoint_files.changed_files(before, after) == ["m.pt", "new.bin"]

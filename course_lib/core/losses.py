@@ -10,7 +10,7 @@ Order of the maths (Schulman et al. 2016, 2017):
 1. GAE turns rewards and value estimates into advantages  -> ``compute_gae``
 2. advantages are normalised over the batch                -> ``normalize_advantages``
 3. the clipped surrogate + value loss - entropy bonus      -> ``ppo_loss``
-4. diagnostics: approx-KL, clip fraction, explained variance, computed where they arise.
+4. diagnostics: approximate KL, clip fraction, explained variance, computed where they arise.
 """
 
 from __future__ import annotations

@@ -52,7 +52,7 @@ class LossSettings:
     vf_coef: float = 0.5                # weight of the value loss
     ent_coef: float = 0.0               # weight of the entropy bonus
     kl_coef: float = 0.0                # weight of KL(pi || pi_ref); > 0 asks the policy for reference_logprobs
-    target_kl: float | None = None      # stop the epochs once approx-KL passes this; None: never
+    target_kl: float | None = None      # stop the epochs once approximate KL passes this; None: never
     max_grad_norm: float = 1.0          # global gradient-norm clip
     scale: float = 1.0                  # weight of the whole RL loss (chapter 8's ablation sets 0)
 
@@ -124,7 +124,7 @@ def learn(policy: Policy, ro: Rollout, adv: torch.Tensor, returns: torch.Tensor,
     Each epoch visits the episodes in a new random order (rng), minibatch_size at a time (rows kept
     sorted). add_terms(loss, diagnostics) -> the loss with extra terms added (behaviour cloning,
     self-imitation, SFT on a teacher's answers), writing their diagnostics; backward(loss) replaces loss.backward()
-    (a multi-process run averages gradients there). The epochs stop early when approx-KL > target_kl.
+    (a multi-process run averages gradients there). The epochs stop early when approximate KL > target_kl.
     With s.micro_batch_size, a minibatch's gradient is accumulated over micro-batches (`accumulate`).
     """
     B = ro.actions.shape[0]

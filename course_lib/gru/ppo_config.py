@@ -68,7 +68,7 @@ class PPOConfig(RLSettings):
     kl_coef: float | None = override(RLSettings, "kl_coef", 0.0)  # off for every method unless asked
     warmup_updates: int = option(3, "updates of linear learning-rate warm-up")
     min_lr_ratio: float = option(0.1, "the cosine decays the learning rate to lr * min_lr_ratio")
-    target_kl: float | None = option(0.05, "stop an update's epochs once approx-KL exceeds this; none: never", float,
+    target_kl: float | None = option(0.05, "stop an update's epochs once approximate KL exceeds this; none: never", float,
                                     nullable=True)
     # --- teacher terms (chapter 8) -----------------------------------------------------
     bc_coef: float = option(2.0, "weight of behaviour cloning on TRAIN solutions (keeps what pretraining taught); "

@@ -14,7 +14,7 @@ this module is the loop around it. One *update* is, in the order of the maths:
     4. LEARN     a few epochs of minibatches of the clipped PPO loss, with gradient-norm
                  clipping, a warm-up + cosine learning rate, and an early stop when the
                  approximate KL to the rollout policy grows past `target_kl`
-    5. LOG       one line per update to metrics.jsonl: reward, pass rates, approx-KL,
+    5. LOG       one line per update to metrics.jsonl: reward, pass rates, approximate KL,
                  clip fraction, explained variance, entropy, ratio, losses, learning rate
 
 Which tasks are rolled out: `train` and `val` (val: its TESTS give the reward; its solutions are never
