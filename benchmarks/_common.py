@@ -96,6 +96,12 @@ def provenance(pretrained) -> dict:
     return {"pretrained_sha256": file_sha256(pretrained), "machine": machine()}
 
 
+# benchmarks/ files that are not code a run computes with: the record format, its staleness check, the reviews, the
+# list of records (an uncommitted change to them leaves a run's code its commit's)
+NOT_CODE_FILES = tuple(f":(exclude)benchmarks/{name}" for name in (
+    "schema.py", "staleness.py", "still_valid.py", "experiments.toml"))
+
+
 def code_state() -> dict:
     """The code a run starts from: {"code_revision": the commit, "uncommitted_changes": whether course_lib/ or
     benchmarks/ (its scripts and studies; not schema.py or experiments.toml, the format and the list) differed
@@ -111,8 +117,7 @@ def code_state() -> dict:
             return None
 
     named = os.environ.get("COURSE_CODE_REVISION")
-    changed = (git("status", "--porcelain", "--", "course_lib", "benchmarks", ":(exclude)benchmarks/schema.py",
-                   ":(exclude)benchmarks/experiments.toml") or "").splitlines()
+    changed = (git("status", "--porcelain", "--", "course_lib", "benchmarks", *NOT_CODE_FILES) or "").splitlines()
     # an untracked file counts where it is code or a study (not an output a script left in benchmarks/)
     changed = [line for line in changed if not line.startswith("??") or line.endswith((".py", ".toml"))]
     return {"code_revision": named or git("rev-parse", "HEAD"), "uncommitted_changes": not named and bool(changed)}

@@ -1,6 +1,6 @@
 """Every record (notebooks/data/, the one records folder) has the one format of benchmarks/schema.py, or is listed
 in its LEGACY with what it lacks; benchmarks/experiments.toml gives each record's command, device and pages; and no
-record is older than a change to its code without a reason (schema.STILL_VALID). Fast: JSON, the AST and a few git
+record is older than a change to its code without a reason (STILL_VALID in benchmarks/still_valid.py). Fast: JSON, the AST and a few git
 calls."""
 
 from __future__ import annotations
@@ -321,7 +321,7 @@ def test_record_is_not_older_than_its_code(name):
         "(benchmarks/schema.py says how it decides):\n  "
         + "\n  ".join(f"{k} (now {v})" for k, v in unexplained.items())
         + f"\nRemake it ({record['command']}), or read the changes (python benchmarks/schema.py --changed {name}) "
-        "and, where the record still holds, list them in schema.STILL_VALID with the reason")
+        "and, where the record still holds, list them in STILL_VALID (benchmarks/still_valid.py) with the reason")
 
 
 def test_still_valid_lists_records_with_a_revision_and_a_reason():
