@@ -5,7 +5,8 @@ The rule (``changed_since``): the code a record depends on is its script plus ev
 benchmarks/ module (_common.py, another script; not NOT_CODE: the record format, this check and its reviews) the script imports, directly or through those
 modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
 function, a class, an assignment, any other statement) has no identical twin of the same name anywhere in
-course_lib (for a benchmarks/ module: in the same file) at code_revision; a function or class added to a
+course_lib (for a benchmarks/ module: in the same file, or in any of the record's benchmarks/ files for a module
+new since) at code_revision; a function or class added to a
 benchmarks/ module other than the script, under a name that neither course_lib nor the script and its
 benchmarks/ modules used at code_revision, is no change by itself (only code that calls it runs it, and that
 code changed); a record whose script is gone is stale. A file under benchmarks/ that the record's command names
@@ -125,8 +126,8 @@ def _units(source: str, is_module=None) -> dict[str, str]:
     for node in tree.body:
         first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
         body = qualifier.sub("", "\n".join(t for t in text[first - 1:node.end_lineno] if t.strip()))
-        if not body.strip() or not body.strip(" ;"):
-            continue  # an import, or the module's docstring
+        if not body.strip() or not body.strip(" ;") or _only_imports(node):
+            continue  # an import (a try of imports too: `from .x import y` or else `from x import y`), or the docstring
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
             name = node.name
         elif isinstance(node, (ast.Assign, ast.AnnAssign)):
@@ -140,6 +141,14 @@ def _units(source: str, is_module=None) -> dict[str, str]:
             key = f"{name} #{n}"
         out[key] = body
     return out
+
+
+def _only_imports(node: ast.stmt) -> bool:
+    """A `try:` whose body and handlers hold imports alone (a module imported as part of a package or from its
+    folder): what it runs is those imports."""
+    return (isinstance(node, ast.Try) and not node.orelse and not node.finalbody
+            and all(isinstance(n, (ast.Import, ast.ImportFrom))
+                    for n in node.body + [b for h in node.handlers for b in h.body]))
 
 
 def _module_file(module: str, root: Path) -> Path | None:
@@ -299,11 +308,17 @@ def _changes(code: _CodeAt, root: Path) -> dict[str, str]:
     for rel in local:
         for name, fp in definitions(old.get(rel, ""), was_module).items():
             same_file.setdefault(rel, {}).setdefault(name.split(" #")[0], set()).add(fp)
+    moved_from: dict[str, set[str]] = {}  # every benchmarks/ file of the record's at the revision: name -> fingerprints
+    for defs in same_file.values():
+        for name, fps in defs.items():
+            moved_from.setdefault(name, set()).update(fps)
     old_local_text = "\n".join(old.get(rel, "") for rel in local)
     changed = {}
     for path in deps:
         rel = path.relative_to(root).as_posix()
-        then = same_file.get(rel, {}) if rel in local else pool
+        # a benchmarks/ file new since the revision is compared with the record's benchmarks/ files there (what
+        # moved out of the script into a module of its own, unchanged, is the same code)
+        then = (same_file.get(rel, {}) if rel in old else moved_from) if rel in local else pool
         source = path.read_text()
         # a function or class added to a benchmarks/ module (not the script) under a name that neither course_lib
         # nor the script and its benchmarks/ modules used at the revision (so it moved from nowhere)

@@ -384,3 +384,16 @@ for _name, _keys in {**dict.fromkeys(("generation_throughput", "smollm2_cpu_seed
     _entry["reviewed"] = {**_entry["reviewed"], **{f"benchmarks/_common.py::{k}": _NOT_CODE_FILES[
         f"benchmarks/_common.py::{k}"] for k in _keys}}
 del _name, _keys, _entry
+
+
+# engine_candidates.py (941 lines) split by role, reviewed on 2026-11-28: its definitions moved unchanged into
+# engine_setup.py (settings, rows, Candidate), engine_gguf.py (GGUF files, llama.cpp) and engine_workers.py (the
+# worker processes); what is new is the plumbing of a module run on its own
+STILL_VALID["notebooks/data/engine_candidates.json"]["reason"] += (
+    "; its definitions moved unchanged out of the script into engine_setup.py, engine_gguf.py and engine_workers.py; "
+    "new are engine_setup's sys.path entry for course_lib (the script's own, now where a worker process imports it "
+    "first) and engine_workers' start of a worker process (`--worker NAME WORKDIR`, as the script's main started it, "
+    "now in the file Worker starts)")
+STILL_VALID["notebooks/data/engine_candidates.json"]["reviewed"].update({
+    "benchmarks/engine_setup.py::statement aa8862d66571": "aa8862d66571",
+    "benchmarks/engine_workers.py::statement 0715b2ee30b2": "0715b2ee30b2"})
