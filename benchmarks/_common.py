@@ -11,9 +11,9 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 if __package__:  # imported as benchmarks._common
-    from .schema import HEADER_FIELDS, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
+    from .schema import HEADER_FIELDS, NOT_CODE, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
 else:  # a script's `from _common import ...`, with benchmarks/ on sys.path
-    from schema import HEADER_FIELDS, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
+    from schema import HEADER_FIELDS, NOT_CODE, OUTPUT_OPTIONS, RECORD_DIR, SCHEMA_VERSION
 
 
 def stats(values) -> dict:
@@ -96,10 +96,9 @@ def provenance(pretrained) -> dict:
     return {"pretrained_sha256": file_sha256(pretrained), "machine": machine()}
 
 
-# benchmarks/ files that are not code a run computes with: the record format, its staleness check, the reviews, the
-# list of records (an uncommitted change to them leaves a run's code its commit's)
-NOT_CODE_FILES = tuple(f":(exclude)benchmarks/{name}" for name in (
-    "schema.py", "staleness.py", "still_valid.py", "experiments.toml"))
+# benchmarks/ files that are not code a run computes with: the record format, its staleness check and the reviews
+# (NOT_CODE), and the list of records (an uncommitted change to them leaves a run's code its commit's)
+NOT_CODE_FILES = tuple(f":(exclude)benchmarks/{name}" for name in (*(f"{m}.py" for m in NOT_CODE), "experiments.toml"))
 
 
 def code_state() -> dict:

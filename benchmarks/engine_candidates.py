@@ -81,7 +81,7 @@ from engine_gguf import GGUFTemplate, merged_weights, write_lora_gguf  # noqa: E
 from engine_setup import (CANDIDATES, GROUP_SIZE, GROUPS, KL_TOKENS, LLAMA_BATCH, LORA, LORA_B_STD,  # noqa: E402
                           MAX_NEW_TOKENS, MODEL, QUIET_LOAD, QUIET_POLL_S, QUIET_WAIT_S, TEMPERATURE, TRIES, WORKER_ENV,
                           Candidate, Rollouts, _timed)
-from engine_workers import Worker, missing_package, outside_engine, worker  # noqa: E402
+from engine_workers import Worker, missing_package, outside_engine  # noqa: E402
 
 
 # -----------------------------------------------------------------------------
@@ -373,9 +373,6 @@ def measure(workdir: Path) -> tuple[list[dict], dict]:
 
 
 def main() -> None:
-    if sys.argv[1:2] == ["--worker"]:
-        worker(sys.argv[2], Path(sys.argv[3]))
-        return
     from _common import machine, new_record, write_json
 
     started = time.perf_counter()

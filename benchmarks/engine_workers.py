@@ -265,5 +265,8 @@ def missing_package(name: str) -> str | None:
     return None
 
 
-if __name__ == "__main__" and sys.argv[1:2] == ["--worker"]:  # a worker process, as Worker starts it
+if __name__ == "__main__":  # a worker process, as Worker starts it
+    if sys.argv[1:2] != ["--worker"] or len(sys.argv) != 4:
+        raise SystemExit("usage: python benchmarks/engine_workers.py --worker NAME WORKDIR (Worker starts it; "
+                         "the benchmark is python benchmarks/engine_candidates.py)")
     worker(sys.argv[2], Path(sys.argv[3]))

@@ -1,5 +1,5 @@
-"""The one record format: the fields every benchmark record carries, a check of them, and of whether a
-record is older than a change to the code it was made with.
+"""The one record format: the fields every benchmark record carries, and a check of them (whether a record is
+older than a change to the code it was made with is benchmarks/staleness.py's check).
 
 A *record* is a JSON file under notebooks/data/ that a chapter or a Results page
 reads (every ``*.json`` there, in subfolders too, except PEFT's ``adapter_config.json`` files, which are
@@ -46,13 +46,13 @@ import re
 from pathlib import Path
 
 try:  # imported as benchmarks.schema, or from benchmarks/ (a script, python benchmarks/schema.py)
-    from .staleness import (COMMANDS, OUTPUT_OPTIONS, STILL_VALID, NoHistory, changed_since, data_files, definitions,
-                            dependencies, show_changes, unexplained_changes)
+    from .staleness import (COMMANDS, NOT_CODE, OUTPUT_OPTIONS, STILL_VALID, NoHistory, changed_since, data_files,
+                            definitions, dependencies, show_changes, unexplained_changes)
 except ImportError:
-    from staleness import (COMMANDS, OUTPUT_OPTIONS, STILL_VALID, NoHistory, changed_since, data_files, definitions,
-                           dependencies, show_changes, unexplained_changes)
+    from staleness import (COMMANDS, NOT_CODE, OUTPUT_OPTIONS, STILL_VALID, NoHistory, changed_since, data_files,
+                           definitions, dependencies, show_changes, unexplained_changes)
 
-__all__ = ["COMMANDS", "OUTPUT_OPTIONS", "STILL_VALID", "NoHistory", "changed_since", "data_files", "definitions",
+__all__ = ["COMMANDS", "NOT_CODE", "OUTPUT_OPTIONS", "STILL_VALID", "NoHistory", "changed_since", "data_files", "definitions",
            "dependencies", "unexplained_changes"]  # the staleness check's names, as this module gives them too
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -181,10 +181,6 @@ _VARIANTS_GPU = ("made on a GPU by benchmarks/variants_pretraining.py (its docst
                  f"all, {_NO_REVISION}, no script, machine or wall time; settings.device says cuda")
 LEGACY = {
     # chapters 4-8: the GRU
-    "notebooks/data/ppo_benchmark.json":
-        f"{_NO_REVISION}; no script, machine, device or wall time; has config, runs and summary (its script now "
-        "writes this format; chapter 6 prints it, so it is remade with the chapter, on the processor vendor the "
-        "chapters' outputs were made on: notebooks/outputs_made_on.json)",
     "notebooks/data/variants_gpu/same_data_seed0.json": _VARIANTS_GPU,
     **{f"notebooks/data/variants_gpu/two_digit_seed{n}.json": _VARIANTS_GPU for n in (0, 1, 2)},
     "notebooks/data/gru_ppo_cuda.json":

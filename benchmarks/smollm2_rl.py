@@ -303,7 +303,9 @@ def parse(argv=None) -> tuple[argparse.Namespace, dict]:
     parser.add_argument("--output", type=Path, help="the record [notebooks/data/NAME.json]")
     args = parser.parse_args(argv)
     study = read_study(args.study)
-    args.seeds = list(dict.fromkeys(args.seeds or study["seeds"]))  # each once
+    args.seeds = args.seeds or study["seeds"]
+    if len(set(args.seeds)) != len(args.seeds):  # as gru_study: a seed run once, and the record's command as given
+        parser.error(f"--seeds lists a value twice: {args.seeds}")
     args.output = (args.output or record_path(study["name"])).resolve()
     return args, study
 

@@ -2,11 +2,12 @@
 
 Staleness. A record that names its code_revision is stale when the code it depends on changed since that commit.
 The rule (``changed_since``): the code a record depends on is its script plus every course_lib module and every
-benchmarks/ module (_common.py, another script; not NOT_CODE: the record format, this check and its reviews) the script imports, directly or through those
-modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
+benchmarks/ module (_common.py, another script; not NOT_CODE: the record format, this check and its reviews)
+the script imports, directly or through those modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
 function, a class, an assignment, any other statement) has no identical twin of the same name anywhere in
-course_lib (for a benchmarks/ module: in the same file, or in any of the record's benchmarks/ files for a module
-new since) at code_revision; a function or class added to a
+course_lib (for a benchmarks/ module: in the same file; for one new since, other than the script, among the
+definitions that have left the record's benchmarks/ files since, unless its text names __file__, __name__,
+globals() or a global, whose meaning moves with it) at code_revision; a function or class added to a
 benchmarks/ module other than the script, under a name that neither course_lib nor the script and its
 benchmarks/ modules used at code_revision, is no change by itself (only code that calls it runs it, and that
 code changed); a record whose script is gone is stale. A file under benchmarks/ that the record's command names
@@ -14,14 +15,15 @@ code changed); a record whose script is gone is stale. A file under benchmarks/ 
 definitions are identical when their source is the same once imports, docstrings, comments, blank lines and the
 module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
 imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
-another module, or changing only its imports, the module its callers name, its docstrings or comments is no
-change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
-STILL_VALID (still_valid.py) lists each changed definition, with the fingerprint it was reviewed at and why the record still
-holds; a definition changed again after the review fails again. Records without a code_revision cannot be
+another module, or changing only its imports (a `try:` of imports alone counts as imports), the module its callers
+name, its docstrings or comments is no change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
+STILL_VALID (still_valid.py) lists each changed definition, with the fingerprint it was reviewed at and why the
+record still holds; a definition changed again after the review fails again. Records without a code_revision cannot be
 checked this way: they are in LEGACY, which says so. A `python -m course_lib COMMAND` that a script starts in
 another process counts as an import of the command's module (COMMANDS). Not covered: book_tools, another script
-a script starts by subprocess, the task files under tasks/, and the installed libraries (the record's versions
-say which).
+a script starts by subprocess, the task files under tasks/, the installed libraries (the record's versions
+say which), and which definition a name binds where only imports changed (a definition removed from a file, and
+the same name imported there from elsewhere, is judged by the imported definition's own file).
 
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
 """
@@ -181,7 +183,7 @@ def dependencies(script: str, root: Path = ROOT) -> list[Path]:
         unknown = sorted(set(_STARTS_COMMAND.findall(source)) - set(COMMANDS))
         if unknown:
             raise ValueError(f"{path} starts python -m course_lib {', '.join(unknown)}: add the command's module to "
-                             "schema.COMMANDS, so that its code is followed")
+                             "staleness.COMMANDS, so that its code is followed")
         modules = {COMMANDS[c] for c in _STARTS_COMMAND.findall(source)}
         for node in ast.walk(tree):
             if isinstance(node, ast.Import):
@@ -308,32 +310,41 @@ def _changes(code: _CodeAt, root: Path) -> dict[str, str]:
     for rel in local:
         for name, fp in definitions(old.get(rel, ""), was_module).items():
             same_file.setdefault(rel, {}).setdefault(name.split(" #")[0], set()).add(fp)
-    moved_from: dict[str, set[str]] = {}  # every benchmarks/ file of the record's at the revision: name -> fingerprints
-    for defs in same_file.values():
-        for name, fps in defs.items():
-            moved_from.setdefault(name, set()).update(fps)
+    # what left a benchmarks/ file of the record's since the revision: name -> fingerprints (a definition that moved
+    # out of the script into a module new since, unchanged, is the same code)
+    moved_from: dict[str, set[str]] = {}
+    for rel in local:
+        if rel in old:
+            still = {n.split(" #")[0] for n in definitions((root / rel).read_text(), _is_module(root))}
+            for name, fps in same_file.get(rel, {}).items():
+                if name not in still:
+                    moved_from.setdefault(name, set()).update(fps)
     old_local_text = "\n".join(old.get(rel, "") for rel in local)
     changed = {}
     for path in deps:
         rel = path.relative_to(root).as_posix()
-        # a benchmarks/ file new since the revision is compared with the record's benchmarks/ files there (what
-        # moved out of the script into a module of its own, unchanged, is the same code)
-        then = (same_file.get(rel, {}) if rel in old else moved_from) if rel in local else pool
+        moved = rel in local and rel not in old and rel != script  # a benchmarks/ module new since the revision
+        then = (moved_from if moved else same_file.get(rel, {})) if rel in local else pool
         source = path.read_text()
         # a function or class added to a benchmarks/ module (not the script) under a name that neither course_lib
         # nor the script and its benchmarks/ modules used at the revision (so it moved from nowhere)
         added_ok = {name for name in _callables(source) if name not in then and name not in pool
                     and rel != script and rel in old
                     and not re.search(rf"\b{re.escape(name)}\b", old_local_text)} if rel in local else set()
-        for name, fp in definitions(source, _is_module(root)).items():
-            base = name.split(" #")[0]
-            if fp not in then.get(base, set()) and base not in added_ok:
+        for name, text in _units(source, _is_module(root)).items():
+            base, fp = name.split(" #")[0], _fingerprint(text)
+            # moved, text that names its own file or module means something else there
+            if (fp not in then.get(base, set()) and base not in added_ok) or (moved and _WHERE_IT_IS.search(text)):
                 changed[f"{rel}::{name}"] = fp
     for rel in data:
         now = (root / rel).read_text() if (root / rel).is_file() else None
         if old.get(rel) != now:
             changed[f"{rel}::<file>"] = "deleted" if now is None else _fingerprint(now)
     return changed
+
+
+# text tied to the module it is in: its file, its name, its globals (`x.__name__`, an attribute, is not)
+_WHERE_IT_IS = re.compile(r"(?<![\w.])(?:__file__|__name__|globals\()|^\s*global\s", re.M)
 
 
 def _reviewed(path: str, key: str, fingerprint: str) -> bool:
@@ -367,7 +378,7 @@ def show_changes(path: str) -> None:
         if name == "<file>":
             before, now = old.get(rel, ""), (ROOT / rel).read_text() if (ROOT / rel).is_file() else ""
         else:
-            where = [rel] if rel in local else old_files
+            where = ([rel] if rel in old else [f for f in local if f in old]) if rel in local else old_files
             before = next((_units(old[f], was_module)[name] for f in where
                            if f in old and name in _units(old[f], was_module)), "")
             now = _units((ROOT / rel).read_text(), _is_module(ROOT))[name]

@@ -366,14 +366,14 @@ del _name, _entry
 
 # The staleness check and its reviews split from schema.py, reviewed on 2026-11-28: _common.code_state leaves
 # them out of the uncommitted changes it reports, as it left out schema.py (NOT_CODE_FILES)
-_NOT_CODE_FILES = {"benchmarks/_common.py::NOT_CODE_FILES": "9fe359d53fd4",
+_NOT_CODE_FILES = {"benchmarks/_common.py::NOT_CODE_FILES": "4ad48d95e91d",
                    "benchmarks/_common.py::code_state": "7ba96c3909f3"}
 _NOT_CODE_FILES_REASON = ("_common.code_state leaves benchmarks/staleness.py and still_valid.py (the staleness check and "
                           "these reviews, split from schema.py) out of the uncommitted changes it reports, as it left "
-                          "out schema.py and experiments.toml (NOT_CODE_FILES): the record's header, not what a run "
-                          "computes")
+                          "out schema.py and experiments.toml (NOT_CODE_FILES, built from staleness.NOT_CODE): the "
+                          "record's header, not what a run computes")
 for _name, _keys in {**dict.fromkeys(("generation_throughput", "smollm2_cpu_seeds", "smollm2_gpu_engines",
-                                      "variants_pretraining"), ("NOT_CODE_FILES",)),
+                                      "variants_pretraining", "ppo_benchmark"), ("NOT_CODE_FILES",)),
                      **dict.fromkeys(("engine_candidates", "explore_ablation", "gru_methods", "lambda_ablation",
                                       "llm_rl_benchmark", "ppo_from_copying_start", "reward_ablation",
                                       "scoring_benchmark", "smollm2_gpu_seeds_long", "smollm2_ppo",
@@ -393,7 +393,31 @@ STILL_VALID["notebooks/data/engine_candidates.json"]["reason"] += (
     "; its definitions moved unchanged out of the script into engine_setup.py, engine_gguf.py and engine_workers.py; "
     "new are engine_setup's sys.path entry for course_lib (the script's own, now where a worker process imports it "
     "first) and engine_workers' start of a worker process (`--worker NAME WORKDIR`, as the script's main started it, "
-    "now in the file Worker starts)")
+    "now in the file Worker starts: Worker's __file__ is engine_workers.py); main no longer starts a worker; "
+    "LlamaCpp's `global _LOG_SINK` names the module variable that moved with it into engine_gguf.py")
 STILL_VALID["notebooks/data/engine_candidates.json"]["reviewed"].update({
     "benchmarks/engine_setup.py::statement aa8862d66571": "aa8862d66571",
-    "benchmarks/engine_workers.py::statement 0715b2ee30b2": "0715b2ee30b2"})
+    "benchmarks/engine_workers.py::statement 9d2b94d4ed1c": "9d2b94d4ed1c",
+    "benchmarks/engine_candidates.py::main": "496f028b4a14",
+    "benchmarks/engine_gguf.py::LlamaCpp": "e7eb14597e77",
+    "benchmarks/engine_workers.py::Worker": "452101930842"})
+
+
+# Reviewed on 2026-11-28: the training figure's panel says "approximate KL" (it said "approx KL"), the text of a label;
+# the language model's runner refuses a seed listed twice, as gru_study does (it ran each once: these records' seeds
+# are different)
+_PANEL_NAME = {"course_lib/plots.py::PANELS": "b399c48f1575"}
+_PANEL_NAME_REASON = "plots.PANELS labels the KL panel 'approximate KL (nats)' (it said 'approx KL'): a figure's label"
+_LM_SEEDS_ONCE = {"benchmarks/smollm2_rl.py::parse": "91fe5254bfd7"}
+_LM_SEEDS_ONCE_REASON = ("smollm2_rl's parse refuses --seeds listing a value twice, where it ran each once: a command "
+                         "it ran is refused only if it listed a seed twice, and this record's seeds are different")
+for _names, _review, _reason in (
+        (("explore_ablation", "gru_methods", "lambda_ablation", "ppo_benchmark", "ppo_from_copying_start",
+          "reward_ablation", "teacher_ablation"), _PANEL_NAME, _PANEL_NAME_REASON),
+        (("smollm2_gpu_engines", "smollm2_ppo", "smollm2_reinforce", "smollm2_step_time"), _LM_SEEDS_ONCE,
+         _LM_SEEDS_ONCE_REASON)):
+    for _name in _names:
+        _entry = STILL_VALID.setdefault(f"notebooks/data/{_name}.json", {"reason": "", "reviewed": {}})
+        _entry["reason"] = "; ".join(filter(None, (_entry["reason"], _reason)))
+        _entry["reviewed"] = {**_entry["reviewed"], **_review}
+del _names, _review, _reason, _name, _entry

@@ -10,8 +10,8 @@ the reply until the limit made it look again (or never, which papermill reports 
     python benchmarks/widget_stress.py --client stock    # papermill's own kernel client
     python benchmarks/widget_stress.py --client course   # the batch's client (book_tools.reproduce)
 
-Writes ``notebooks/data/widget_stress-<client>.json`` with every cell's count of executions and stalls and
-the slowest execution seen. Takes about 5 minutes on 2 cores with the defaults.
+Writes ``notebooks/data/widget_stress-<client>.json`` (benchmarks/schema.py's format) with a row per widget
+cell: its count of executions and stalls and the slowest execution seen. Takes about 5 minutes on 2 cores with the defaults.
 
 With ``--plain RUNS`` it counts instead what a reader meets who runs a chapter with papermill as its
 documentation says (``papermill notebooks/06_ppo_and_gae.ipynb out.ipynb``): RUNS runs of each chapter,
@@ -21,16 +21,14 @@ the whole limit and none failed:
 
     python benchmarks/widget_stress.py --plain 100 --only 06 --stall-s 30    # papermill's default engine
 
-It writes ``notebooks/data/widget_stress-plain-<client>.json``: the machine, the command, the runs,
-the clean runs, the longest streak of clean runs, the stalls and the seconds per run.
+It writes ``notebooks/data/widget_stress-plain-<client>.json`` (the same format) with a row per chapter: the
+runs, the clean runs, the longest streak of clean runs, the stalls and the seconds per run.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import os
-import platform
 import statistics
 import sys
 import tempfile
@@ -44,7 +42,7 @@ import papermill as pm
 REPO_ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO_ROOT))
 
-from benchmarks._common import machine, write_json  # noqa: E402
+from benchmarks._common import command_args, machine, new_record, write_json  # noqa: E402
 from book_tools import NOTEBOOKS_DIR, batch_engine, reproduce  # noqa: E402
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
@@ -143,7 +141,7 @@ def plain_runs(notebook: Path, runs: int, stall_s: float, client: str) -> dict:
             "errors": errors}
 
 
-def main() -> None:
+def main(argv: list[str] | None = None) -> None:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--client", choices=["stock", "course"], default=None,
                    help="stock: papermill's default engine; course: the batch's engine (book_tools.reproduce); "
@@ -158,39 +156,38 @@ def main() -> None:
     p.add_argument("--only", nargs="+", default=None, metavar="PREFIX", help="chapters whose names start so")
     p.add_argument("--notebook", type=Path, default=None,
                    help="with --plain: this notebook file instead of the chapters (run from notebooks/)")
-    args = p.parse_args()
+    args = p.parse_args(argv)
     args.client = args.client or ("stock" if args.plain is not None else "course")
     start = time.perf_counter()
+    config = {"client": args.client, "engine": "course" if args.client == "course" else "papermill's default",
+              "stall_s": args.stall_s}
     if args.plain is not None:
         notebooks = [args.notebook] if args.notebook else [
             nb for nb in reproduce.select_chapters(args.only, "widget_stress") if widget_cells(nb)]
-        command = "python benchmarks/widget_stress.py " + " ".join(sys.argv[1:])
-        counts = [plain_runs(nb, args.plain, args.stall_s, args.client) for nb in notebooks]
-        record = {"what": "plain papermill runs of a chapter up to and including its last widget cell, each "
-                          "in a fresh kernel, without the batch's environment; clean: no cell took the whole "
-                          "limit and none failed",
-                  "client": args.client, "engine": "course" if args.client == "course" else "papermill's default",
-                  "command": command, "machine": machine(),
-                  "python": platform.python_version(),
-                  "packages": {name: metadata.version(name) for name in
-                               ("papermill", "nbclient", "jupyter_client", "pyzmq", "ipykernel", "ipywidgets")},
-                  "stall_s": args.stall_s, "chapters": counts,
-                  "runs": sum(c["runs"] for c in counts), "clean_runs": sum(c["clean_runs"] for c in counts),
-                  "stalls": sum(c["stalls"] for c in counts), "wall_s": round(time.perf_counter() - start, 1)}
-        write_json(args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-plain-{args.client}.json", record)
-        print(f"plain {args.client}: {record['clean_runs']} clean runs of {record['runs']}, {record['stalls']} stalls "
-              f"({record['wall_s']} s)")
-        return
-    cells = run(args.client, args.repeats, args.kernels, args.stall_s)
-    record = {"client": args.client, "device": f"CPU, {os.cpu_count()} cores", "python": platform.python_version(),
-              "repeats_per_kernel": args.repeats, "kernels": args.kernels,
-              "stall_s": args.stall_s, "cells": cells,
-              "total_executions": sum(c["executions"] for c in cells.values()),
-              "total_stalls": sum(c["stalls"] for c in cells.values()),
-              "wall_s": round(time.perf_counter() - start, 1)}
-    write_json(args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-{args.client}.json", record)
-    print(f"{args.client}: {record['total_stalls']} stalls in {record['total_executions']} executions "
-          f"of {len(cells)} widget cells ({record['wall_s']} s)")
+        runs = [plain_runs(nb, args.plain, args.stall_s, args.client) for nb in notebooks]
+        config |= {"what": "plain papermill runs of a chapter up to and including its last widget cell, each in a "
+                           "fresh kernel, without the batch's environment; clean: no cell took the whole limit and "
+                           "none failed", "runs_per_chapter": args.plain}
+        summary = {"runs": sum(c["runs"] for c in runs), "clean_runs": sum(c["clean_runs"] for c in runs),
+                   "stalls": sum(c["stalls"] for c in runs)}
+        out = args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-plain-{args.client}.json"
+        said = f"plain {args.client}: {summary['clean_runs']} clean runs of {summary['runs']}, {summary['stalls']} stalls"
+    else:
+        cells = run(args.client, args.repeats, args.kernels, args.stall_s)
+        runs = [{"cell": key, **row} for key, row in cells.items()]
+        config |= {"repeats_per_kernel": args.repeats, "kernels": args.kernels}
+        summary = {"widget_cells": len(cells), "total_executions": sum(c["executions"] for c in cells.values()),
+                   "total_stalls": sum(c["stalls"] for c in cells.values())}
+        out = args.out or REPO_ROOT / "notebooks" / "data" / f"widget_stress-{args.client}.json"
+        said = (f"{args.client}: {summary['total_stalls']} stalls in {summary['total_executions']} executions of "
+                f"{len(cells)} widget cells")
+    record = new_record("benchmarks/widget_stress.py", config=config, machine=machine(), device="cpu",
+                        seconds=time.perf_counter() - start, args=command_args(argv))
+    record["versions"].update({name: metadata.version(name) for name in
+                               ("papermill", "nbclient", "jupyter_client", "pyzmq", "ipykernel", "ipywidgets")})
+    record["runs"], record["summary"] = runs, summary
+    write_json(out, record)
+    print(f"{said} ({record['seconds']:.0f} s); wrote {out}")
 
 
 if __name__ == "__main__":

@@ -62,16 +62,34 @@ def cpu_vendor() -> str:
     return cpuinfo_field("vendor_id") or platform.machine() or "unknown"
 
 
+def checkpoints_digest(folder: Path | None = None) -> str:
+    """SHA-256 over the checkpoint files (their paths and bytes): which checkpoints a chapter started from."""
+    import hashlib
+
+    from book_tools import checkpoint_files
+
+    folder = folder or checkpoint_files.CHECKPOINTS
+    digest = hashlib.sha256()
+    for file in sorted(p for p in folder.rglob("*") if p.is_file()):
+        digest.update(file.relative_to(folder).as_posix().encode() + b"\0" + file.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def _apart_ok(entry) -> bool:
+    return (isinstance(entry, dict) and set(entry) == {"vendor", "checkpoints"}
+            and all(isinstance(v, str) for v in entry.values()))
+
+
 def _read(path: Path) -> dict | None:
     if not path.exists():
         return None
     data = json.loads(path.read_text())
     chapters = data.get("chapters", {}) if isinstance(data, dict) else None
     if (not isinstance(data, dict) or not isinstance(data.get("cpu_vendor"), str) or not isinstance(chapters, dict)
-            or not all(isinstance(k, str) and isinstance(v, str) for k, v in chapters.items())):
+            or not all(isinstance(k, str) and _apart_ok(v) for k, v in chapters.items())):
         raise ValueError(f"{path} should hold {{\"cpu_vendor\": \"...\"}} and optionally {{\"chapters\": {{\"NN_name\": "
-                         f"\"...\"}}}}, written by the batch (python -m book_tools reproduce); it holds {data!r}. "
-                         f"Delete it and re-run the batch.")
+                         f"{{\"vendor\": \"...\", \"checkpoints\": \"SHA-256\"}}}}}}, written by the batch (python -m "
+                         f"book_tools reproduce); it holds {data!r}. Delete it and re-run the batch.")
     return data
 
 
@@ -81,21 +99,37 @@ def read_stamp(path: Path = STAMP_PATH) -> str | None:
     return None if data is None else data["cpu_vendor"]
 
 
-def chapter_stamps(path: Path = STAMP_PATH) -> dict[str, str]:
-    """{chapter stem: vendor} for the chapters re-executed alone on another vendor than the batch's."""
+def chapter_stamps(path: Path = STAMP_PATH) -> dict[str, dict]:
+    """{chapter stem: {"vendor", "checkpoints"}} for the chapters re-executed alone on another vendor than the
+    batch's, with the digest of the checkpoints they started from (checkpoints_digest)."""
     data = _read(path)
     return {} if data is None else dict(data.get("chapters", {}))
 
 
+class StaleStamp(ValueError):
+    """A chapter recorded apart started from other checkpoints than those here now."""
+
+
 def made_on(chapter: str, path: Path = STAMP_PATH) -> str | None:
-    """The vendor whose arithmetic one chapter's committed outputs follow (its stem: '06_ppo_and_gae')."""
-    return chapter_stamps(path).get(chapter) or read_stamp(path)
+    """The vendor whose arithmetic one chapter's committed outputs follow (its stem: '06_ppo_and_gae'). Raises
+    StaleStamp where the chapter was recorded apart from checkpoints that have changed since: its outputs no
+    longer follow from the committed checkpoints on any vendor."""
+    entry = chapter_stamps(path).get(chapter)
+    if entry is None:
+        return read_stamp(path)
+    if entry["checkpoints"] != checkpoints_digest():
+        raise StaleStamp(
+            f"{chapter} was re-executed alone on {entry['vendor']} from other checkpoints than the committed ones "
+            f"(notebooks/{path.name}, checkpoints {entry['checkpoints'][:12]}; now {checkpoints_digest()[:12]}): "
+            f"a chapter before it wrote new ones. Re-execute it (python -m book_tools reproduce --only "
+            f"{chapter[:2]}), or every chapter.")
+    return entry["vendor"]
 
 
 def _meaning() -> str:
     return (f"the chapters' outputs were computed with this vendor's floating-point kernels; on another vendor the "
             f"test command does not compare the cells tagged '{TAG}'. 'chapters' names those re-executed alone "
-            f"since on another vendor, from the committed checkpoints (made on cpu_vendor)")
+            f"since on another vendor, and the SHA-256 of the checkpoints they started from (made on cpu_vendor)")
 
 
 def write_stamp(vendor: str, path: Path = STAMP_PATH,
@@ -105,14 +139,18 @@ def write_stamp(vendor: str, path: Path = STAMP_PATH,
                                indent=1) + "\n")
 
 
-def stamp_chapters(chapters: list[str], vendor: str, path: Path = STAMP_PATH) -> None:
-    """These chapters (stems) were re-executed alone on `vendor`: record it where it is not the batch's."""
+def stamp_chapter(chapter: str, vendor: str, apart: bool, path: Path = STAMP_PATH) -> None:
+    """The chapter (its stem) was re-executed alone on `vendor`: record it apart, with the digest of the
+    checkpoints it started from, where `apart` (it has tagged cells and `vendor` is not the batch's); otherwise
+    drop any entry it had."""
     data = _read(path)
     if data is None:
         raise ValueError(f"{path} is missing: run the whole batch (python -m book_tools reproduce) first")
-    apart = {k: v for k, v in data.get("chapters", {}).items() if k not in chapters}
-    apart |= {c: vendor for c in chapters if vendor != data["cpu_vendor"]}
-    data = {k: v for k, v in data.items() if k != "chapters"} | ({"chapters": dict(sorted(apart.items()))} if apart else {})
+    chapters = {k: v for k, v in data.get("chapters", {}).items() if k != chapter}
+    if apart and vendor != data["cpu_vendor"]:
+        chapters[chapter] = {"vendor": vendor, "checkpoints": checkpoints_digest()}
+    data = {k: v for k, v in data.items() if k != "chapters"} | ({"chapters": dict(sorted(chapters.items()))}
+                                                                 if chapters else {})
     data["meaning"] = _meaning()
     path.write_text(json.dumps(data, indent=1) + "\n")
 
@@ -202,8 +240,8 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     if args.show:
         print(f"outputs made on: {read_stamp()}; this machine: {cpu_vendor()}")
-        for chapter, vendor in chapter_stamps().items():
-            print(f"  {chapter} re-executed alone on {vendor}")
+        for chapter, entry in chapter_stamps().items():
+            print(f"  {chapter} re-executed alone on {entry['vendor']}")
         for nb in chapter_notebooks(NOTEBOOKS_DIR):
             cells = tagged_cells(nb)
             print(f"{nb.name}: {len(cells)} cells tagged {TAG} {cells}")

@@ -57,6 +57,6 @@ def changed_files(before: Path, after: Path) -> list[str]:
 
 
 def restore(snapshot: Path) -> None:
-    """Put the checkpoints back as `snapshot` holds them."""
+    """Put the checkpoints (CHECKPOINTS) back as `snapshot` holds them."""
     shutil.rmtree(CHECKPOINTS, ignore_errors=True)
     shutil.copytree(snapshot, CHECKPOINTS)

@@ -4,9 +4,11 @@ with the committed ones.
 Each chapter starts from the checkpoints committed in notebooks/checkpoints, as a reader who
 opens that chapter does: what a chapter writes there (chapter 4's GRU, chapter 9's tiny coder)
 is put back before the next chapter runs, so a chapter is compared with the outputs the batch
-computed from those same files. On a processor of the vendor the outputs were made on
+computed from those same files. On a processor of the vendor the whole batch ran on
 (book_tools.arithmetic), what a chapter writes must also equal the committed files, tensor for
-tensor: the batch that made them would write them again.
+tensor: the batch that made them would write them again. A chapter's cells are compared by the
+vendor its own outputs were made on (arithmetic.made_on: a chapter re-executed alone elsewhere is
+recorded apart).
 
     python -m book_tools.nbcheck [PREFIX ...]    # all chapters, or those whose name starts with PREFIX
 """
@@ -14,7 +16,6 @@ tensor: the batch that made them would write them again.
 from __future__ import annotations
 
 import argparse
-import json
 import shutil
 import subprocess
 import sys
@@ -22,7 +23,7 @@ import tempfile
 from pathlib import Path
 
 from book_tools import NOTEBOOKS_DIR, REPO_ROOT, arithmetic
-from book_tools.checkpoint_files import CHECKPOINTS, changed_files, restore
+from book_tools import checkpoint_files
 from book_tools.reproduce import select_chapters, summarize_junit
 
 REPORTS = REPO_ROOT / "_build" / "test-reports"
@@ -38,7 +39,7 @@ def check(prefixes: list[str] | None = None) -> int:
     failed, reports = [], []
     with tempfile.TemporaryDirectory() as tmp:
         snapshot = Path(tmp) / "checkpoints"
-        shutil.copytree(CHECKPOINTS, snapshot)
+        shutil.copytree(checkpoint_files.CHECKPOINTS, snapshot)
         for nb in notebooks:
             try:
                 report = REPORTS / f"notebooks-{nb.stem}.xml"
@@ -51,8 +52,8 @@ def check(prefixes: list[str] | None = None) -> int:
                     cwd=REPO_ROOT)
                 if result.returncode != 0:
                     failed.append(f"{nb.stem} (pytest exit {result.returncode})")
-                changed = changed_files(snapshot, CHECKPOINTS)
-                made_on = arithmetic.made_on(nb.stem)
+                changed = checkpoint_files.changed_files(snapshot, checkpoint_files.CHECKPOINTS)
+                made_on = arithmetic.read_stamp()  # the committed checkpoints are the whole batch's
                 if changed and made_on in (None, here):
                     print(f"nbcheck: {nb.stem} wrote checkpoints that differ from the committed ones: {changed}. "
                           f"Re-execute it with the batch (python -m book_tools reproduce --only {nb.stem[:2]}) "
@@ -63,7 +64,7 @@ def check(prefixes: list[str] | None = None) -> int:
                           f"expected on a {here} processor when the outputs were made on {made_on}; the next "
                           f"chapter starts from the committed ones.", flush=True)
             finally:  # the next chapter, and the working tree after the checks, start from the snapshot
-                restore(snapshot)
+                checkpoint_files.restore(snapshot)
     print(summarize_junit(reports))
     if failed:
         print(f"nbcheck: failed: {', '.join(failed)}")

@@ -196,14 +196,14 @@ def run_pre_step(notebook: Path, rerun: bool) -> None:
 
 def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_runs: bool = False) -> int:
     notebooks = select_chapters(only, "reproduce")
-    apart = check_arithmetic(notebooks)
+    whole, guarded = notebooks == chapter_notebooks(), check_arithmetic(notebooks)
     for nb in notebooks:
         run_pre_step(nb, rerun_runs)
         print(f"reproduce: executing {nb.name} ...", flush=True)
-        if nb in apart:
-            seconds = round(_execute_apart(nb), 1)
-        else:
-            seconds = round(execute(nb), 1)  # the notebook and the table state this same number
+        # the notebook and the table state this same number
+        seconds = round(_execute_apart(nb) if nb in guarded else execute(nb), 1)
+        if not whole and arithmetic.read_stamp() is not None:  # its outputs now follow this processor's arithmetic
+            arithmetic.stamp_chapter(nb.stem, arithmetic.cpu_vendor(), apart=bool(arithmetic.tagged_cells(nb)))
         stamp_time(nb, seconds)
         timings = load_timings()  # read again: another batch may have written other chapters meanwhile
         timings[nb.stem] = {"seconds": seconds, "cpus": os.cpu_count(), "cpu": cpu_model(),
@@ -211,10 +211,8 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
         write_timings(timings)
         flag = "  OVER the 5-minute budget" if seconds > NOTEBOOK_BUDGET_S else ""
         print(f"reproduce: {nb.name} took {format_duration(seconds)}{flag}", flush=True)
-    if notebooks == chapter_notebooks():  # every chapter's outputs now follow this processor's arithmetic
+    if whole:  # every chapter's outputs now follow this processor's arithmetic
         arithmetic.write_stamp(arithmetic.cpu_vendor())
-    elif arithmetic.read_stamp() is not None:  # these chapters' outputs now follow this processor's
-        arithmetic.stamp_chapters([nb.stem for nb in notebooks if arithmetic.tagged_cells(nb)], arithmetic.cpu_vendor())
     timings = load_timings()
     total = sum(t["seconds"] for t in timings.values())
     print(f"reproduce: all chapters {format_duration(total)} (budget {format_duration(BATCH_BUDGET_S)})")
@@ -223,32 +221,37 @@ def reproduce(only: list[str] | None = None, strict_budget: bool = False, rerun_
 
 
 def check_arithmetic(notebooks: list[Path]) -> list[Path]:
-    """The chapters to be re-executed alone on a processor of another vendor than the batch's, whose cells
-    tagged arithmetic.TAG will then follow this processor's arithmetic: the batch records them apart
-    (arithmetic.stamp_chapters). [] for the whole batch, which re-stamps every chapter."""
+    """The chapters to execute under guard (_execute_apart): every one of a partial run on a processor of another
+    vendor than the batch's. Those with cells tagged arithmetic.TAG are then recorded apart
+    (arithmetic.stamp_chapter). [] for the whole batch, which re-stamps every chapter, and on the batch's vendor."""
     made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
     if made_on is None or made_on == here or notebooks == chapter_notebooks():
         return []
-    return [nb for nb in notebooks if arithmetic.tagged_cells(nb)]
+    return list(notebooks)
 
 
 def _execute_apart(notebook: Path) -> float:
     """Execute a chapter alone on another vendor than the batch's; refuse, and put the notebook and the
     checkpoints back, where it writes other checkpoints than the committed ones (the chapters after it read
-    them, and their outputs were computed from the committed ones)."""
+    them, and their outputs were computed from the committed ones) or where it fails."""
     import shutil
     import tempfile
 
-    from book_tools.checkpoint_files import CHECKPOINTS, changed_files, restore
+    from book_tools import checkpoint_files
 
     with tempfile.TemporaryDirectory() as tmp:
         snapshot, saved = Path(tmp) / "checkpoints", Path(tmp) / notebook.name
-        shutil.copytree(CHECKPOINTS, snapshot)
+        shutil.copytree(checkpoint_files.CHECKPOINTS, snapshot)
         shutil.copy2(notebook, saved)
-        seconds = execute(notebook)
-        changed = changed_files(snapshot, CHECKPOINTS)
+        try:
+            seconds = execute(notebook)
+            changed = checkpoint_files.changed_files(snapshot, checkpoint_files.CHECKPOINTS)
+        except BaseException:
+            checkpoint_files.restore(snapshot)
+            shutil.copy2(saved, notebook)
+            raise
         if changed:
-            restore(snapshot)
+            checkpoint_files.restore(snapshot)
             shutil.copy2(saved, notebook)
             made_on, here = arithmetic.read_stamp(), arithmetic.cpu_vendor()
             raise SystemExit(
@@ -256,8 +259,8 @@ def _execute_apart(notebook: Path) -> float:
                 f"(notebooks/{arithmetic.STAMP_PATH.name}), and this one's is {here}. {notebook.stem}, executed "
                 f"alone here, wrote other checkpoints ({', '.join(changed)}), which the chapters after it read: "
                 f"their outputs would no longer follow from them. The notebook and the checkpoints are put back. "
-                f"Re-execute every chapter (python -m book_tools reproduce, about 11 minutes; chapter 4's GRU and "
-                f"chapter 9's tiny coder then change, so the benchmark records made from them must be re-made too: "
+                f"Re-execute every chapter (python -m book_tools reproduce; chapter 4's GRU and chapter 9's tiny "
+                f"coder then change, so the benchmark records made from them must be re-made too: "
                 f"tests/test_records.py names them and their commands), or run on a processor whose vendor is "
                 f"{made_on}.")
     return seconds

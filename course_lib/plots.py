@@ -7,7 +7,7 @@ The panels, and what a healthy run shows in each:
 
     reward              mean reward of the update's sampled episodes: should rise
     pass rate           sampled (thin) and greedy (dots) all-tests-passed rate per split
-    approx KL           how far one update moved the policy: small, below target_kl
+    approximate KL      how far one update moved the policy: small, below target_kl
     entropy             per-token entropy of the policy: falls slowly; a crash to 0 is a collapse
     clip fraction       share of tokens whose ratio was clipped: a few percent to ~20 %
     explained variance  how much of the returns the critic predicts: rises towards 1
@@ -27,7 +27,7 @@ from pathlib import Path
 
 PANELS = (("reward_mean", "reward (mean of sampled episodes)"),
           ("pass_rate", "pass rate"),
-          ("approx_kl", "approx KL (nats)"),
+          ("approx_kl", "approximate KL (nats)"),
           ("entropy", "entropy (nats / token)"),
           ("clip_frac", "clip fraction"),
           ("explained_variance", "explained variance"))

@@ -101,6 +101,7 @@ def test_nbval_skips_comparing_tagged_cells_only_on_another_vendor(tmp_path, ven
     (tmp_path / "conftest.py").write_text(  # notebooks/conftest.py, on a machine of the given vendor
         "from book_tools import arithmetic\n"
         f"arithmetic.read_stamp = lambda path=None: 'AuthenticAMD'\n"
+        "arithmetic.chapter_stamps = lambda path=None: {}\n"
         f"arithmetic.cpu_vendor = lambda: {vendor!r}\n"
         f"exec(open({str(ROOT / 'notebooks' / 'conftest.py')!r}).read())\n")
     result = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "check.ipynb", "-q", "-p", "no:cacheprovider",
@@ -127,7 +128,8 @@ def test_nbval_compares_a_chapter_stamped_apart_by_its_own_vendor(tmp_path):
     (tmp_path / "conftest.py").write_text(
         "from book_tools import arithmetic\n"
         "arithmetic.read_stamp = lambda path=None: 'AuthenticAMD'\n"
-        "arithmetic.chapter_stamps = lambda path=None: {'apart': 'SomeOtherVendor'}\n"
+        "arithmetic.chapter_stamps = lambda path=None: {'apart': {'vendor': 'SomeOtherVendor', "
+        "'checkpoints': arithmetic.checkpoints_digest()}}\n"
         "arithmetic.cpu_vendor = lambda: 'AuthenticAMD'\n"
         f"exec(open({str(ROOT / 'notebooks' / 'conftest.py')!r}).read())\n")
     result = subprocess.run([sys.executable, "-m", "pytest", "--nbval", "check.ipynb", "apart.ipynb", "-q",
@@ -139,7 +141,7 @@ def test_nbval_compares_a_chapter_stamped_apart_by_its_own_vendor(tmp_path):
             "outputs follow SomeOtherVendor's") in result.stdout, result.stdout
 
 
-def test_a_partial_batch_on_another_vendor_records_the_chapters_with_tagged_cells_apart(monkeypatch, tmp_path):
+def test_a_partial_batch_on_another_vendor_is_guarded(monkeypatch, tmp_path):
     stamp = tmp_path / "outputs_made_on.json"
     arithmetic.write_stamp("SomeOtherVendor", stamp)
     monkeypatch.setattr(arithmetic, "STAMP_PATH", stamp)
@@ -148,28 +150,44 @@ def test_a_partial_batch_on_another_vendor_records_the_chapters_with_tagged_cell
     plain = [nb for nb in CHAPTERS if not arithmetic.tagged_cells(nb)]
     assert sensitive and plain
     assert reproduce.check_arithmetic(sensitive[:1]) == sensitive[:1]
-    assert reproduce.check_arithmetic(plain) == []  # no cell of theirs depends on the arithmetic
+    assert reproduce.check_arithmetic(plain) == plain  # none may write other checkpoints, tagged or not
     assert reproduce.check_arithmetic(CHAPTERS) == []  # the whole batch re-stamps every chapter
+    monkeypatch.setattr(arithmetic, "read_stamp", lambda path=stamp: arithmetic.cpu_vendor())
+    assert reproduce.check_arithmetic(sensitive[:1]) == []  # on the batch's vendor
 
 
-def test_a_chapter_re_executed_alone_is_stamped_apart_and_the_batch_clears_it(tmp_path):
+def test_a_chapter_re_executed_alone_is_stamped_apart_and_the_batch_clears_it(monkeypatch, tmp_path):
+    from book_tools import checkpoint_files
+
+    checkpoints = tmp_path / "checkpoints"
+    checkpoints.mkdir()
+    (checkpoints / "model.json").write_text('{"w": 1}')
+    monkeypatch.setattr(checkpoint_files, "CHECKPOINTS", checkpoints)
     stamp = tmp_path / "outputs_made_on.json"
     arithmetic.write_stamp("AuthenticAMD", stamp)
-    arithmetic.stamp_chapters(["06_ppo_and_gae"], "GenuineIntel", stamp)
+    arithmetic.stamp_chapter("06_ppo_and_gae", "GenuineIntel", apart=True, path=stamp)
+    arithmetic.stamp_chapter("05_policy_gradients", "GenuineIntel", apart=False, path=stamp)  # no tagged cell
+    assert list(arithmetic.chapter_stamps(stamp)) == ["06_ppo_and_gae"]
     assert arithmetic.made_on("06_ppo_and_gae", stamp) == "GenuineIntel"
     assert arithmetic.made_on("04_gru_pretraining", stamp) == "AuthenticAMD"
     assert arithmetic.read_stamp(stamp) == "AuthenticAMD"
-    arithmetic.stamp_chapters(["06_ppo_and_gae"], "AuthenticAMD", stamp)  # executed again on the batch's vendor
+    (checkpoints / "model.json").write_text('{"w": 2}')  # a chapter before it trained another model since
+    with pytest.raises(arithmetic.StaleStamp, match=r"06_ppo_and_gae was re-executed alone on GenuineIntel from other "
+                                                    r"checkpoints.*--only 06"):
+        arithmetic.made_on("06_ppo_and_gae", stamp)
+    arithmetic.stamp_chapter("06_ppo_and_gae", "AuthenticAMD", apart=True, path=stamp)  # again, on the batch's vendor
     assert arithmetic.chapter_stamps(stamp) == {} and "chapters" not in json.loads(stamp.read_text())
-    arithmetic.stamp_chapters(["06_ppo_and_gae"], "GenuineIntel", stamp)
+    arithmetic.stamp_chapter("06_ppo_and_gae", "GenuineIntel", apart=True, path=stamp)
     arithmetic.write_stamp("GenuineIntel", stamp)  # the whole batch
     assert arithmetic.chapter_stamps(stamp) == {}
-    stamp.write_text('{"cpu_vendor": "AuthenticAMD", "chapters": ["06"]}')
-    with pytest.raises(ValueError, match="re-run the batch"):
-        arithmetic.made_on("06", stamp)
+    for bad in ('{"cpu_vendor": "AuthenticAMD", "chapters": ["06"]}',
+                '{"cpu_vendor": "AuthenticAMD", "chapters": {"06": "GenuineIntel"}}'):
+        stamp.write_text(bad)
+        with pytest.raises(ValueError, match="re-run the batch"):
+            arithmetic.made_on("06", stamp)
 
 
-def test_a_chapter_that_writes_other_checkpoints_is_refused_alone_and_put_back(monkeypatch, tmp_path):
+def test_a_chapter_that_writes_other_checkpoints_or_fails_is_put_back(monkeypatch, tmp_path):
     from book_tools import checkpoint_files
 
     checkpoints, notebook = tmp_path / "checkpoints", tmp_path / "04_x.ipynb"
@@ -177,14 +195,20 @@ def test_a_chapter_that_writes_other_checkpoints_is_refused_alone_and_put_back(m
     (checkpoints / "model.json").write_text('{"w": 1}')
     notebook.write_text("committed outputs")
 
-    def execute(nb):  # the chapter trains another model here, and writes its outputs
+    def execute(nb, fail=False):  # the chapter trains another model here, and writes its outputs
         (checkpoints / "model.json").write_text('{"w": 2}')
         nb.write_text("other outputs")
+        if fail:
+            raise SystemExit("a cell failed")
         return 1.0
 
     monkeypatch.setattr(checkpoint_files, "CHECKPOINTS", checkpoints)
     monkeypatch.setattr(reproduce, "execute", execute)
     with pytest.raises(SystemExit, match=r"wrote other checkpoints \(model.json\).*put back"):
+        reproduce._execute_apart(notebook)
+    assert (checkpoints / "model.json").read_text() == '{"w": 1}' and notebook.read_text() == "committed outputs"
+    monkeypatch.setattr(reproduce, "execute", lambda nb: execute(nb, fail=True))
+    with pytest.raises(SystemExit, match="a cell failed"):
         reproduce._execute_apart(notebook)
     assert (checkpoints / "model.json").read_text() == '{"w": 1}' and notebook.read_text() == "committed outputs"
     monkeypatch.setattr(reproduce, "execute", lambda nb: nb.write_text("new outputs") and 2.0)

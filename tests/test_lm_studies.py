@@ -58,6 +58,14 @@ def test_a_study_asks_for_the_settings_its_record_was_made_with(runner, path):
         assert kl_weight(rl["method"], rl["kl_coef"]) == ran_with
 
 
+def test_a_seed_listed_twice_is_refused(runner, capsys):
+    with pytest.raises(SystemExit):  # as gru_study refuses it: the record's command would list it twice
+        runner.parse([str(STUDIES[0]), "--seeds", "1", "0", "1"])
+    assert "--seeds lists a value twice: [1, 0, 1]" in capsys.readouterr().err
+    args, _ = runner.parse([str(STUDIES[0]), "--seeds", "1", "0"])
+    assert args.seeds == [1, 0]
+
+
 GOOD = ('name = "x"\nseeds = [0]\nstart_from = ""\nloop = "course"\nhumaneval = false\nhumaneval_train = false\n'
         '[rl]\n')
 

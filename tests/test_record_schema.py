@@ -230,6 +230,47 @@ def test_a_script_new_since_the_revision_is_all_change():
     assert {"benchmarks/gru_study.py::run_one", "benchmarks/gru_study.py::main"} <= set(changed)
 
 
+def test_a_try_of_imports_alone_is_an_import():
+    both = "try:\n    from .x import y\nexcept ImportError:\n    from x import y\n"
+    assert schema.definitions(both) == {}
+    assert len(schema.definitions(both.replace("    from x import y", "    y = None"))) == 1  # it runs more
+    assert len(schema.definitions(both + "else:\n    z = 1\n")) == 1
+
+
+def _moved(tmp_path, now: dict[str, str], old: dict[str, str]) -> dict[str, str]:
+    """staleness._changes for a record of benchmarks/script.py whose benchmarks/ files are `now` (written here)
+    and were `old` at its revision (no course_lib)."""
+    from benchmarks import staleness
+
+    for rel, text in now.items():
+        (tmp_path / rel).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / rel).write_text(text)
+    code = staleness._CodeAt("r" * 40, "benchmarks/script.py", [], [tmp_path / rel for rel in now], list(now), [], old)
+    return staleness._changes(code, tmp_path)
+
+
+def test_a_definition_moved_unchanged_out_of_the_script_is_no_change(tmp_path):
+    f, g, main = "def f(x):\n    return x + 1\n", "def g():\n    return 2\n", "def main():\n    f(1)\n"
+    common = "def main():\n    return 'common'\n"
+    old = {"benchmarks/script.py": f + g + main, "benchmarks/_common.py": common}
+    moved = {"benchmarks/script.py": main, "benchmarks/helper.py": f + g, "benchmarks/_common.py": common}
+    assert _moved(tmp_path, moved, old) == {}
+    edited = _moved(tmp_path / "edited", moved | {"benchmarks/helper.py": f.replace("+ 1", "+ 2") + g}, old)
+    assert list(edited) == ["benchmarks/helper.py::f"]
+    # a copy of a definition that is still where it was (_common's main) is not the script's, moved
+    copied = _moved(tmp_path / "copied", moved | {"benchmarks/helper.py": f + g + common}, old)
+    assert list(copied) == ["benchmarks/helper.py::main"]
+    # text that names its own file means something else in another one
+    where = "def here():\n    return __file__\n"
+    tied = _moved(tmp_path / "tied", moved | {"benchmarks/helper.py": f + g + where},
+                  old | {"benchmarks/script.py": f + g + main + where})
+    assert list(tied) == ["benchmarks/helper.py::here"]
+    # a script new since the revision is all change, whatever left the others
+    renamed = _moved(tmp_path / "renamed", {"benchmarks/script.py": f + main, "benchmarks/_common.py": ""},
+                     {"benchmarks/_common.py": f})
+    assert set(renamed) == {"benchmarks/script.py::f", "benchmarks/script.py::main"}
+
+
 def test_a_gone_script_or_named_file_makes_the_record_stale():
     assert _changed({"script": "benchmarks/nowhere.py", "code_revision": "a4f0f0c",
                      "command": "python benchmarks/nowhere.py"}) == {"benchmarks/nowhere.py::<file>": "deleted"}
@@ -318,7 +359,7 @@ def test_record_is_not_older_than_its_code(name):
         f"{name} was made with uncommitted changes in course_lib or benchmarks: its code is not {record['code_revision'][:12]}")
     assert not unexplained, (
         f"{name} was made at {record['code_revision'][:12]}; since then these definitions of its code changed "
-        "(benchmarks/schema.py says how it decides):\n  "
+        "(benchmarks/staleness.py says how it decides):\n  "
         + "\n  ".join(f"{k} (now {v})" for k, v in unexplained.items())
         + f"\nRemake it ({record['command']}), or read the changes (python benchmarks/schema.py --changed {name}) "
         "and, where the record still holds, list them in STILL_VALID (benchmarks/still_valid.py) with the reason")
