@@ -215,15 +215,6 @@ LEGACY = {
         f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
         "wall time; has machine and device",
     # the batch's kernel client: checks of the book's tooling, not training records
-    "notebooks/data/widget_stress-course.json":
-        f"a stall count of the batch's kernel client: {_NO_REVISION}, no script, command or machine (device says "
-        "'CPU, 2 cores'); rows as cells",
-    "notebooks/data/widget_stress-stock.json":
-        f"a stall count of papermill's kernel client: {_NO_REVISION}, no script, command or machine (device says "
-        "'CPU, 2 cores'); rows as cells",
-    "notebooks/data/widget_stress-plain-stock.json":
-        f"a count of plain papermill runs of chapter 6: {_NO_REVISION} (versions as packages, no torch), no script "
-        "or device; has command and machine; rows as chapters",
     "notebooks/data/widget_stress-plain-stock-capturing.json":
         f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
         f"it): {_NO_REVISION} (versions as packages, no torch), no script or device; has command and machine; "

@@ -1,29 +1,29 @@
 """Whether a record is older than a change to the code it was made with (the record format is benchmarks/schema.py).
 
-Staleness. A record that names its code_revision is stale when the code it depends on changed since that commit.
-The rule (``changed_since``): the code a record depends on is its script plus every course_lib module and every
-benchmarks/ module (_common.py, another script; not NOT_CODE: the record format, this check and its reviews)
-the script imports, directly or through those modules, as the files are now (the working tree); it changed when one of their top-level definitions (a
-function, a class, an assignment, any other statement) has no identical twin of the same name anywhere in
-course_lib (for a benchmarks/ module: in the same file; for one new since, other than the script, among the
-definitions that have left the record's benchmarks/ files since, unless its text names __file__, __name__,
-globals() or a global, whose meaning moves with it) at code_revision; a function or class added to a
-benchmarks/ module other than the script, under a name that neither course_lib nor the script and its
-benchmarks/ modules used at code_revision, is no change by itself (only code that calls it runs it, and that
-code changed); a record whose script is gone is stale. A file under benchmarks/ that the record's command names
-(a study's config file; not an output, the value of an option in OUTPUT_OPTIONS) changed when its text did. Two
-definitions are identical when their source is the same once imports, docstrings, comments, blank lines and the
-module part of qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an
-imported course_lib module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to
-another module, or changing only its imports (a `try:` of imports alone counts as imports), the module its callers
-name, its docstrings or comments is no change; anything else is, even a renamed variable or an error message. A stale record fails the test unless
-STILL_VALID (still_valid.py) lists each changed definition, with the fingerprint it was reviewed at and why the
-record still holds; a definition changed again after the review fails again. Records without a code_revision cannot be
-checked this way: they are in LEGACY, which says so. A `python -m course_lib COMMAND` that a script starts in
-another process counts as an import of the command's module (COMMANDS). Not covered: book_tools, another script
-a script starts by subprocess, the task files under tasks/, the installed libraries (the record's versions
-say which), and which definition a name binds where only imports changed (a definition removed from a file, and
-the same name imported there from elsewhere, is judged by the imported definition's own file).
+Staleness. A record that names its code_revision is stale when the code it depends on changed since that commit. The
+rule (``changed_since``): the code a record depends on is its script plus every course_lib module and every
+benchmarks/ module (_common.py, another script; not NOT_CODE: the record format, this check and its reviews) the
+script imports, directly or through those modules, as the files are now (the working tree); it changed when one of
+their top-level definitions (a function, a class, an assignment, any other statement) has no identical twin of the
+same name anywhere in course_lib (for a benchmarks/ module: in the same file; for one new since, other than the
+script, among the definitions that have left the record's benchmarks/ files since, unless its text names __file__,
+__name__, globals() or a global, whose meaning moves with it) at code_revision; a function or class added to a
+benchmarks/ module other than the script, under a name that neither course_lib nor the script and its benchmarks/
+modules used at code_revision, is no change by itself (only code that calls it runs it, and that code changed); a
+record whose script is gone is stale. A file under benchmarks/ that the record's command names (a study's config
+file; not an output, the value of an option in OUTPUT_OPTIONS) changed when its text did. Two definitions are
+identical when their source is the same once imports, docstrings, comments, blank lines and the module part of
+qualified names (``course_lib.lm.decode.sample``, ``decode.sample`` where ``decode`` is an imported course_lib
+module: ``sample``) are left out, so moving a file (``git mv``), moving a definition to another module, or changing
+only its imports (a `try:` of imports alone counts as imports), the module its callers name, its docstrings or
+comments is no change; anything else is, even a renamed variable or an error message. A stale record fails the test
+unless STILL_VALID (still_valid.py) lists each changed definition, with the fingerprint it was reviewed at and why
+the record still holds; a definition changed again after the review fails again. Records without a code_revision
+cannot be checked this way: they are in LEGACY, which says so. A `python -m course_lib COMMAND` that a script starts
+in another process counts as an import of the command's module (COMMANDS). Not covered: book_tools, another script a
+script starts by subprocess, the task files under tasks/, the installed libraries (the record's versions say which),
+and which definition a name binds where only imports changed (a definition removed from a file, and the same name
+imported there from elsewhere, is judged by the imported definition's own file).
 
     python benchmarks/schema.py --changed RECORD    what changed in a record's code since its code_revision
 """
@@ -162,7 +162,7 @@ def _module_file(module: str, root: Path) -> Path | None:
 
 
 # benchmarks/ modules a script's imports never make a dependency: the record format and its review lists
-NOT_CODE = ("schema", "staleness", "still_valid")
+NOT_CODE = ("schema", "staleness", "still_valid", "rule_reviews")
 # a script that starts `python -m course_lib COMMAND` in another process runs that command's module
 COMMANDS = {"ppo": "course_lib.cli.ppo_cli", "eval": "course_lib.cli.ppo_cli", "llm": "course_lib.cli.llm_cli"}
 _STARTS_COMMAND = re.compile(r"""["']-m["']\s*,\s*["']course_lib["']\s*,\s*["'](\w+)["']""")
