@@ -91,7 +91,7 @@ def ppo_benchmark_section() -> str:
     ppo = s["ppo.val_pass_rate"]["values"]
     paired = [["PPO − expert iteration", "greedy pass@1 − greedy pass@1"]
               + paired_change(ppo, s["expert_iteration.val_pass_rate"]["values"]),
-              ["PPO − best-of-N", "greedy pass@1 − fraction solved by some sample"] + paired_change(ppo, bon)]
+              ["PPO − best-of-N", "greedy pass@1 − tasks some sample passed"] + paired_change(ppo, bon)]
     per_update = b["config"]["episodes_per_update"]
     cost = [[r["seed"], r["ppo_update_seconds"],
              f"{len(b['metrics'][str(r['seed'])])} × {per_update} sampled + "
@@ -109,11 +109,11 @@ def ppo_benchmark_section() -> str:
         "split a split's tasks into small variations of a training task and tasks that need an idea no training "
         "task shows.",
         md_table(["method", "seeds"] + [f"{h} (mean ± SE)" for h in header], rows),
-        md_table(["method", "seeds", f"{ROLES['val']}: fraction of tasks some sample passed (mean ± SE)"],
+        md_table(["method", "seeds", f"{ROLES['val']}: tasks some sample passed (mean ± SE)"],
                [["best-of-N (tests run at answer time)", n, mean_pm(bon)]]),
         "PPO against each baseline on val (rewarded: RL saw its tests), paired by seed:",
         md_table(["difference", "measures", f"change ± SE ({n} seeds)", "t-interval", "per seed", "verdict"], paired),
-        "What each method spent, per seed (seconds of wall time):",
+        "What each method spent, per seed:",
         md_table(["seed", "PPO updates, s", "PPO episodes", "expert iteration", "best-of-N samples",
                 "whole ppo command, s", "of which pretraining, s"], cost),
         record_provenance(b, path)])
