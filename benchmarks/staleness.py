@@ -310,28 +310,29 @@ def _changes(code: _CodeAt, root: Path) -> dict[str, str]:
     for rel in local:
         for name, fp in definitions(old.get(rel, ""), was_module).items():
             same_file.setdefault(rel, {}).setdefault(name.split(" #")[0], set()).add(fp)
+    is_module = _is_module(root)
+    sources = {path.relative_to(root).as_posix(): path.read_text() for path in deps}  # the code now, read once
+    units = {rel: _units(source, is_module) for rel, source in sources.items()}
     # what left a benchmarks/ file of the record's since the revision: name -> fingerprints (a definition that moved
     # out of the script into a module new since, unchanged, is the same code)
     moved_from: dict[str, set[str]] = {}
     for rel in local:
         if rel in old:
-            still = {n.split(" #")[0] for n in definitions((root / rel).read_text(), _is_module(root))}
+            still = {n.split(" #")[0] for n in units[rel]}
             for name, fps in same_file.get(rel, {}).items():
                 if name not in still:
                     moved_from.setdefault(name, set()).update(fps)
     old_local_text = "\n".join(old.get(rel, "") for rel in local)
     changed = {}
-    for path in deps:
-        rel = path.relative_to(root).as_posix()
+    for rel, source in sources.items():
         moved = rel in local and rel not in old and rel != script  # a benchmarks/ module new since the revision
         then = (moved_from if moved else same_file.get(rel, {})) if rel in local else pool
-        source = path.read_text()
         # a function or class added to a benchmarks/ module (not the script) under a name that neither course_lib
         # nor the script and its benchmarks/ modules used at the revision (so it moved from nowhere)
         added_ok = {name for name in _callables(source) if name not in then and name not in pool
                     and rel != script and rel in old
                     and not re.search(rf"\b{re.escape(name)}\b", old_local_text)} if rel in local else set()
-        for name, text in _units(source, _is_module(root)).items():
+        for name, text in units[rel].items():
             base, fp = name.split(" #")[0], _fingerprint(text)
             # moved, text that names its own file or module means something else there
             if (fp not in then.get(base, set()) and base not in added_ok) or (moved and _WHERE_IT_IS.search(text)):

@@ -117,10 +117,11 @@ def made_on(chapter: str, path: Path = STAMP_PATH) -> str | None:
     entry = chapter_stamps(path).get(chapter)
     if entry is None:
         return read_stamp(path)
-    if entry["checkpoints"] != checkpoints_digest():
+    now = checkpoints_digest()
+    if entry["checkpoints"] != now:
         raise StaleStamp(
             f"{chapter} was re-executed alone on {entry['vendor']} from other checkpoints than the committed ones "
-            f"(notebooks/{path.name}, checkpoints {entry['checkpoints'][:12]}; now {checkpoints_digest()[:12]}): "
+            f"(notebooks/{path.name}, checkpoints {entry['checkpoints'][:12]}; now {now[:12]}): "
             f"a chapter before it wrote new ones. Re-execute it (python -m book_tools reproduce --only "
             f"{chapter[:2]}), or every chapter.")
     return entry["vendor"]
