@@ -111,7 +111,29 @@ def _labels_and_seeds(still_valid: dict[str, dict]) -> None:
             entry["reviewed"] = {**entry["reviewed"], **review}
 
 
+def _long_run_sessions(still_valid: dict[str, dict]) -> None:
+    # The long GPU run over several sessions (smollm2_gpu_long.py --state, smollm2_gpu_seeds.py --resumable),
+    # reviewed on 2026-11-28: without those options a run takes the path it took
+    _LONG = {f"benchmarks/smollm2_gpu_long.py::{name}": fingerprint for name, fingerprint in (
+        ("parse", "722b1d19883d"), ("CURVE_KEYS", "f4f468dce94d"), ("train_until", "84daac2cded1"),
+        ("load", "d10a7d89414e"), ("main", "a4c87de2d415"))}
+    _SEEDS = {f"benchmarks/smollm2_gpu_seeds.py::{name}": fingerprint for name, fingerprint in (
+        ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "df2ed0bb3078"),
+        ("main", "12ba236c0514"))}
+    still_valid["notebooks/data/smollm2_gpu_engines.json"]["reason"] += (
+        "; smollm2_gpu_long.py, whose RL_LONG (unchanged) this benchmark reads, gained --state (a run over several "
+        "sessions) and its main's loading and timed evaluation became the functions load and timed_measure, the same "
+        "statements; train_until builds the curve from the trainer's history (curve_of, the same keys and steps)")
+    still_valid["notebooks/data/smollm2_gpu_engines.json"]["reviewed"].update(_LONG)
+    entry = still_valid.setdefault("notebooks/data/smollm2_gpu_seeds_long.json", {"reason": "", "reviewed": {}})
+    entry["reason"] = "; ".join(filter(None, (entry["reason"], (
+        "smollm2_gpu_seeds.py gained --resumable (each seed's trainer state kept in --work, partial records not merged); "
+        "without it run_seeds starts the same command per seed and writes its log afresh, main merges as before, and "
+        "one_format_rows adds a seed's sessions only where its record lists them (this record's do not)"))))
+    entry["reviewed"] = {**entry["reviewed"], **_SEEDS}
+
+
 def add(still_valid: dict[str, dict]) -> None:
     """Add each change's reviews to still_valid's entries (record path -> {"reason", "reviewed"})."""
-    for review in (_one_rule, _kl_name, _not_code_files, _engine_split, _labels_and_seeds):
+    for review in (_one_rule, _kl_name, _not_code_files, _engine_split, _labels_and_seeds, _long_run_sessions):
         review(still_valid)

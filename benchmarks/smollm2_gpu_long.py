@@ -20,11 +20,23 @@ every RL_STEPS_BETWEEN_WRITES steps and at the end, and saves the trained LoRA a
 (`--adapter-dir`), which a CPU can load to check the trained model's answers. The record's `rl.steps`
 is the cap (MAX_STEPS); the trained row's `steps_done` says how many ran. The time budget is checked
 before each step, so training can run one step past it.
+
+With `--state FILE` the run can take several sessions (a GPU lent for a few minutes at a time): the trainer's
+state (`LMTrainer.save_state`: the adapter, AdamW's moments, the random generators, the task order and the
+rows so far) is written to FILE after every step, and a session that ends with fewer than --steps done writes
+the record with its partial curve and no trained row. The same command again continues from FILE: it reads
+the start's row from --output (not measured again), trains until --steps or --train-seconds (a budget per
+session), and evaluates the trained model once --steps are done. The record lists its `sessions` (machine,
+commit, steps, seconds); its `code_revision` stays the first session's, so the schema test
+(benchmarks/staleness.py) flags the record if the code it depends on changed after that. On a GPU a resumed
+run is not bit for bit the run that never stopped (the GPU's random generator and kernels are not restored);
+on a CPU it is (tests/test_gpu_records.py).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import platform
 import sys
@@ -90,6 +102,10 @@ def parse() -> argparse.Namespace:
     parser.add_argument("--no-humaneval164", action="store_true",
                         help="skip the start's evaluation on all 164 HumanEval problems (it does not change with --seed "
                              "when greedy)")
+    parser.add_argument("--state", type=Path, default=None,
+                        help="the trainer's state, written after every step; where it exists the run continues from "
+                             "it (the start's row read from --output) and evaluates the trained model only once --steps "
+                             "are done: a run over several sessions [none: one session]")
     parser.add_argument("--quick", action="store_true", help="a smoke test: 2 tasks per set, 2 short steps")
     return parser.parse_args()
 
@@ -106,21 +122,49 @@ def settings(args) -> tuple[dict, dict, dict]:
     return rl, greedy, sampled
 
 
-def train_until(trainer, seconds: float, record: dict, write) -> list[dict]:
-    """Step the trainer until its config's steps are done or `seconds` of training have passed; the curve so
-    far goes into the record (as partial_curve, written every RL_STEPS_BETWEEN_WRITES steps)."""
+CURVE_KEYS = ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref", "clip_frac", "seconds")
+
+
+def curve_of(history: list[dict]) -> list[dict]:
+    """The record's training curve: a few of each step's numbers."""
+    return [{k: r[k] for k in CURVE_KEYS if k in r} for r in history]
+
+
+def train_until(trainer, seconds: float, record: dict, write, state: Path | None = None) -> list[dict]:
+    """Step the trainer until its config's steps are done or `seconds` of training have passed (steps of an
+    earlier session count towards the steps, not the seconds); the curve so far, from the first step, goes into
+    the record (as partial_curve, written every RL_STEPS_BETWEEN_WRITES steps); `state`: the trainer's state
+    is saved there after every step."""
     start = time.perf_counter()
-    curve = []
     while len(trainer.history) < trainer.config.steps and time.perf_counter() - start < seconds:
         r = trainer.step()
-        curve.append({k: r[k] for k in ("step", "reward", "pass_rate", "avg_len", "groups_with_a_pass", "kl_ref",
-                                        "clip_frac", "seconds") if k in r})
+        if state is not None:
+            trainer.save_state(state)
         print(f"step {r['step']}: reward {r['reward']:.3f} pass {r['pass_rate']:.3f} len {r['avg_len']:.0f} "
               f"groups with a pass {r.get('groups_with_a_pass')} ({r['seconds']:.1f} s)", flush=True)
-        if len(curve) % RL_STEPS_BETWEEN_WRITES == 0:
-            record["partial_curve"] = curve
-            write(f"{len(curve)} steps")
-    return curve
+        if len(trainer.history) % RL_STEPS_BETWEEN_WRITES == 0:
+            record["partial_curve"] = curve_of(trainer.history)
+            write(f"{len(trainer.history)} steps")
+    return curve_of(trainer.history)
+
+
+def resumed_record(args, rl: dict, greedy: dict, sampled: dict) -> dict:
+    """The record of an unfinished run that --state continues: --output, with its start row and the settings
+    this command gives (anything else is an error that names the difference)."""
+    if not args.output.exists():
+        raise SystemExit(f"--state {args.state} exists but its record {args.output} does not: pass the --output the "
+                         "run started with, or delete the state file to start again")
+    record = json.loads(args.output.read_text())
+    now = {"seed": args.seed, "model": args.model, "rl": rl, "greedy": greedy, "sampled": sampled, "lora": LORA,
+           "quick": args.quick}
+    changed = {k: (record.get(k), v) for k, v in json.loads(json.dumps(now)).items() if record.get(k) != v}
+    if changed:
+        raise SystemExit(f"{args.output} was started with other settings: {changed} (as in the record, as given); "
+                         "continue with the command that started it")
+    if [r["model"] for r in record["runs"]] != ["start"]:
+        raise SystemExit(f"{args.output} has no start row or is finished already (rows: "
+                         f"{[r['model'] for r in record['runs']]}): delete {args.state} to run again")
+    return record
 
 
 def header(args, model, rl: dict, greedy: dict, sampled: dict, device) -> dict:
@@ -143,23 +187,17 @@ def header(args, model, rl: dict, greedy: dict, sampled: dict, device) -> dict:
             **code_state(), "threads": torch.get_num_threads(), "runs": []}
 
 
-def main() -> None:
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: it reads it then
-    args = parse()
-
+def load(args) -> tuple:
+    """The sandbox's workers (started before the model takes the memory), the tasks (--quick: two a set) and
+    the model with a fresh LoRA: (tasks, HumanEval's test problems, all 164, model, tokenizer, device)."""
     import torch
-    import transformers
 
     from course_lib.lm import lm_policy
-    from course_lib.lm.llm_rl import LMTrainer, RLConfig, rollout_tasks
     from course_lib.sandbox import isolation_level, run_tests
     from course_lib.tasks import load_humaneval, load_tasks
 
-    transformers.utils.logging.disable_progress_bar()
-    wall = time.perf_counter()
-    run_tests("pass", ["assert True"])  # start the sandbox's workers before the model takes the memory
+    run_tests("pass", ["assert True"])
     tasks, he_test, he_all = load_tasks(), load_humaneval("test"), load_humaneval()
-    rl, greedy, sampled = settings(args)
     if args.quick:
         tasks = [t for s in ("train", "val", "test") for t in [t for t in tasks if t.split == s][:2]]
         he_test, he_all = he_test[:2], he_all[:3]
@@ -167,39 +205,75 @@ def main() -> None:
     # fresh LoRA: the start; float32 on every device, as in the CPU records (up to the kernels' rounding)
     model, tokenizer = lm_policy.load_policy(args.model, args.device, seed=args.seed, dtype=torch.float32, **LORA)
     device = next(model.parameters()).device
-    load_seconds = time.perf_counter() - start
-    print(f"{args.model} on {device} in {load_seconds:.1f} s; sandbox isolation: {isolation_level()}", flush=True)
-    record = header(args, model, rl, greedy, sampled, device)
+    print(f"{args.model} on {device} in {time.perf_counter() - start:.1f} s; sandbox isolation: {isolation_level()}",
+          flush=True)
+    return tasks, he_test, he_all, model, tokenizer, device
+
+
+def timed_measure(model, *args, **kwargs) -> tuple[dict, float]:
+    """measure() in eval mode, and its seconds."""
+    start = time.perf_counter()
+    model.eval()
+    return measure(model, *args, **kwargs), round(time.perf_counter() - start, 1)
+
+
+def main() -> None:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")  # before transformers is imported: it reads it then
+    args = parse()
+
+    import transformers
+
+    from course_lib.lm.llm_rl import LMTrainer, RLConfig, rollout_tasks
+
+    transformers.utils.logging.disable_progress_bar()
+    wall = time.perf_counter()
+    rl, greedy, sampled = settings(args)
+    tasks, he_test, he_all, model, tokenizer, device = load(args)
+    resuming = args.state is not None and args.state.exists()
+    record = resumed_record(args, rl, greedy, sampled) if resuming else header(args, model, rl, greedy, sampled, device)
+    earlier = record.get("sessions", [])
+    session = {"machine": machine(device), "date": time.strftime("%Y-%m-%d"), **code_state()}
 
     def write(note: str) -> None:
-        record["wall_seconds"] = round(time.perf_counter() - wall, 1)
+        record["wall_seconds"] = round(sum(s["wall_seconds"] for s in earlier) + time.perf_counter() - wall, 1)
         write_json(args.output, record)
         print(f"wrote {args.output} ({note}; {record['wall_seconds']:.0f} s)", flush=True)
 
-    start = time.perf_counter()
-    model.eval()
-    row = {"model": "start", **measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled,
-                                       None if args.no_humaneval164 else he_all),
-           "seconds": round(time.perf_counter() - start, 1)}
-    record["runs"].append(row)
-    print({k: v for k, v in row.items() if "@1" in k or k == "seconds"}, flush=True)
-    write("the start")
+    if not resuming:
+        measured, seconds = timed_measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled,
+                                          None if args.no_humaneval164 else he_all)
+        row = {"model": "start", **measured, "seconds": seconds}
+        record["runs"].append(row)
+        print({k: v for k, v in row.items() if "@1" in k or k == "seconds"}, flush=True)
+        write("the start")
 
     config = RLConfig(**rl, seed=args.seed)
     trainer = LMTrainer(model, tokenizer, rollout_tasks(tasks, humaneval_train=True), config)
+    if resuming:
+        trainer.load_state(args.state)
+        print(f"continuing from {args.state}: {len(trainer.history)} of {config.steps} steps done", flush=True)
+    session["steps_from"] = len(trainer.history)
     start = time.perf_counter()
-    curve = train_until(trainer, args.train_seconds, record, write)
-    train_seconds = time.perf_counter() - start
-    record.pop("partial_curve", None)
+    curve = train_until(trainer, args.train_seconds, record, write, args.state)
+    session.update(steps_to=len(curve), train_seconds=round(time.perf_counter() - start, 1))
+    if args.state is not None:
+        record["sessions"] = [*earlier, session]
     if args.adapter_dir is not None:
         model.save_pretrained(args.adapter_dir)
-    start = time.perf_counter()
-    model.eval()
-    row = {"model": "grpo-long", "steps_done": len(curve), **measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled),
-           "curve": curve, "train_seconds": round(train_seconds, 1),
-           "eval_seconds": round(time.perf_counter() - start, 1)}
+    if args.state is not None and len(curve) < config.steps:  # more sessions to come: no trained row yet
+        session["wall_seconds"] = round(time.perf_counter() - wall, 1)
+        record["partial_curve"] = curve
+        write(f"stopped at {len(curve)} of {config.steps} steps: the same command continues from {args.state}")
+        return
+    record.pop("partial_curve", None)
+    train_seconds = sum(s["train_seconds"] for s in record.get("sessions", [session]))
+    measured, seconds = timed_measure(model, tokenizer, tasks, he_test, args.seed, greedy, sampled)
+    row = {"model": "grpo-long", "steps_done": len(curve), **measured, "curve": curve,
+           "train_seconds": round(train_seconds, 1), "eval_seconds": seconds}
     record["runs"].append(row)
     print({k: v for k, v in row.items() if "@1" in k or k in ("steps_done", "train_seconds")}, flush=True)
+    if args.state is not None:
+        session["wall_seconds"] = round(time.perf_counter() - wall, 1)
     write("the trained model")
 
 

@@ -11,6 +11,10 @@ each process (its sampled pass@1 depends on the seed), so every seed's gain is p
         notebooks/data/smollm2_gpu_seeds.log), its adapters are notebooks/data/smollm2_gpu_seeds_adapters/
     python benchmarks/smollm2_gpu_seeds.py --merge DIR
         only merges DIR's per-seed records into notebooks/data/smollm2_gpu_seeds.json (--output)
+    python benchmarks/smollm2_gpu_seeds.py --work DIR --resumable --steps 100 --train-seconds 440
+        a run over several sessions: each seed's trainer state goes to DIR/state_seed{k}.pt after every step
+        (smollm2_gpu_long.py --state); a session that ends before --steps writes partial records and merges
+        nothing; the same command again, with DIR as the last session left it, continues every seed
 
 The merged record is in the one record format (benchmarks/schema.py: header, one row per seed, the changes
 as its summary) when every seed's record names the commit it ran, as smollm2_gpu_long.py's records do now;
@@ -55,7 +59,7 @@ MEASURES = {
 
 
 def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, threads: int,
-              micro_batch_size: int, quick: bool = False, engine: str = "auto") -> None:
+              micro_batch_size: int, quick: bool = False, engine: str = "auto", resumable: bool = False) -> None:
     """Convert the model once (the processes would race to write its cache), then one process a seed."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     sys.path.insert(0, str(REPO_ROOT))
@@ -70,8 +74,9 @@ def run_seeds(work: Path, seeds: list[int], steps: int, train_seconds: float, th
         cmd = [sys.executable, str(SCRIPT), "--seed", str(seed), "--steps", str(steps),
                "--train-seconds", str(train_seconds), "--no-humaneval164",
                "--micro-batch-size", str(micro_batch_size), "--engine", engine, *(["--quick"] if quick else []),
-               "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}")]
-        log = open(work / f"seed{seed}.log", "w")
+               "--output", str(work / f"seed{seed}.json"), "--adapter-dir", str(work / f"adapter_seed{seed}"),
+               *(["--state", str(work / f"state_seed{seed}.pt")] if resumable else [])]
+        log = open(work / f"seed{seed}.log", "a" if resumable else "w")  # a resumed seed's log goes on
         procs.append((seed, subprocess.Popen(cmd, stdout=log, stderr=subprocess.STDOUT, env=env), log))
     for seed, proc, log in procs:
         proc.wait()
@@ -142,9 +147,22 @@ def one_format_header(seeds: dict, order: list[int], args=()) -> dict:
 
 
 def one_format_rows(seeds: dict, rows: dict, order: list[int]) -> list[dict]:
-    """One row per seed: its start and trained rows and how long it ran."""
+    """One row per seed: its start and trained rows, how long it ran and, for a run over several sessions, each
+    session's machine, commit, steps and seconds."""
     return [{"seed": s, "steps_done": rows[s]["grpo-long"]["steps_done"], "wall_seconds": seeds[s]["wall_seconds"],
+             **({"sessions": seeds[s]["sessions"]} if "sessions" in seeds[s] else {}),
              "start": rows[s]["start"], "trained": rows[s]["grpo-long"]} for s in order]
+
+
+def unfinished_seeds(work: Path, seeds: list[int]) -> dict[int, str]:
+    """Seeds whose record has no trained row yet: seed -> how far it got."""
+    out = {}
+    for seed in seeds:
+        path = work / f"seed{seed}.json"
+        record = json.loads(path.read_text()) if path.exists() else {"runs": []}
+        if not any(r["model"] == "grpo-long" for r in record["runs"]):
+            out[seed] = f"{len(record.get('partial_curve', []))} steps recorded" if path.exists() else "no record"
+    return out
 
 
 def main() -> None:
@@ -161,6 +179,9 @@ def main() -> None:
                         "rows at once did not fit in an H100's 80 GB) [16]")
     p.add_argument("--engine", default="auto", help="what samples each seed's rollouts (smollm2_gpu_long.py --engine) "
                                                     "[auto: the fast engine]")
+    p.add_argument("--resumable", action="store_true",
+                   help="keep each seed's trainer state in --work and continue from it: a run over several sessions; "
+                        "trained rows (and the merge) only once --steps are done")
     p.add_argument("--quick", action="store_true", help="a smoke test: each seed's run with --quick")
     p.add_argument("--output", type=Path, default=REPO_ROOT / "notebooks" / "data" / "smollm2_gpu_seeds.json")
     args = p.parse_args()
@@ -169,7 +190,12 @@ def main() -> None:
     start = time.perf_counter()
     if args.work is not None:
         run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.micro_batch_size,
-                  args.quick, args.engine)
+                  args.quick, args.engine, args.resumable)
+        unfinished = unfinished_seeds(args.work, args.seeds)
+        if args.resumable and unfinished:
+            print(f"not merged: seeds {unfinished} have not done --steps {args.steps} yet; the same command continues "
+                  f"them from {args.work}")
+            return
     sys.path.insert(0, str(REPO_ROOT))
     record = merge(args.work or args.merge, args.output, sys.argv[1:])
     for name, c in record["changes"].items():

@@ -1,10 +1,12 @@
 """The records made on a GPU, which the batch cannot remake, agree with themselves: the three-seed
 GRPO record's summary is what its own per-seed rows give, its adapters are the LoRA it names, and
-the GRU's GPU run ended normally on the device it names."""
+the GRU's GPU run ended normally on the device it names. The long run can stop after any step and go
+on in a later session (a GPU lent a few minutes at a time), as the run that never stopped."""
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -119,3 +121,74 @@ def test_a_gpu_trained_adapter_passes_on_this_cpu_the_test_tasks_its_record_name
     passed_here = {r["id"] for r in rows if r["greedy_passed"]}
     assert passed_here == set(trained["greedy_passed_ids"]) & {t.id for t in tasks}
     assert len(passed_here) == trained["test_greedy_passed"] == 6
+
+
+def _long_run(tmp_path, name: str, train_seconds: float) -> list[str]:
+    """smollm2_gpu_long.py's smoke test on this CPU, resumable (--state), 2 steps at most."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, str(ROOT / "benchmarks" / "smollm2_gpu_long.py"), "--quick", "--device", "cpu",
+           "--no-humaneval164", "--steps", "2", "--train-seconds", str(train_seconds),
+           "--output", str(tmp_path / f"{name}.json"), "--state", str(tmp_path / f"{name}.pt")]
+    done = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, env={**os.environ, "OMP_NUM_THREADS": "1"})
+    assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-2000:]
+    return done.stdout.splitlines()
+
+
+@pytest.mark.slow
+def test_a_long_run_over_two_sessions_is_the_run_that_never_stopped(tmp_path):
+    """A GPU is lent a few minutes at a time, so the long run can stop after any step (--state) and go on in a
+    later session. On this CPU, 1 step, a stop and 1 more step give the same steps (every number each step
+    logs, the sampler's KL to the learner among them, which depends on the sampled ids), the same adapter and
+    the same trained row as 2 steps at once; the stopped session writes no trained row, the resumed one
+    measures no new start (about 90 s)."""
+    import torch
+
+    pytest.importorskip("gguf")
+    _long_run(tmp_path, "straight", 1000)
+    first = _long_run(tmp_path, "resumed", 0.001)  # the budget is checked before each step: one step runs
+    assert any("stopped at 1 of 2 steps" in line for line in first)
+    partial = json.loads((tmp_path / "resumed.json").read_text())
+    assert [r["model"] for r in partial["runs"]] == ["start"] and len(partial["partial_curve"]) == 1
+    second = _long_run(tmp_path, "resumed", 0.001)
+    assert any("1 of 2 steps done" in line for line in second) and not any("the start;" in line for line in second)
+
+    straight, resumed = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("straight", "resumed"))
+    assert [(s["steps_from"], s["steps_to"]) for s in resumed["sessions"]] == [(0, 1), (1, 2)]
+    assert resumed["runs"][0] == partial["runs"][0]  # the start, measured once
+    timing = ("seconds", "train_seconds", "eval_seconds")
+    rows = [{k: v for k, v in run["runs"][1].items() if k not in timing and k != "curve"} for run in (straight, resumed)]
+    assert rows[0] == rows[1] and rows[0]["steps_done"] == 2
+    states = [torch.load(tmp_path / f"{n}.pt", weights_only=False) for n in ("straight", "resumed")]
+    logged = [[{k: v for k, v in r.items() if k != "seconds"} for r in s["history"]] for s in states]
+    assert logged[0] == logged[1] and "sampler_kl" in logged[0][1]
+    assert all(torch.equal(states[0]["trainable"][n], states[1]["trainable"][n]) for n in states[0]["trainable"])
+
+
+def test_a_long_run_continues_only_with_the_settings_it_started_with(tmp_path):
+    import argparse
+
+    script = load_benchmark("smollm2_gpu_long")
+    args = argparse.Namespace(output=tmp_path / "run.json", state=tmp_path / "run.pt", seed=0, model=script.MODEL,
+                              quick=False, steps=100, engine="auto", micro_batch_size=None)
+    rl, greedy, sampled = script.settings(args)
+    with pytest.raises(SystemExit, match="its record .* does not"):
+        script.resumed_record(args, rl, greedy, sampled)
+    started = {"seed": 0, "model": script.MODEL, "rl": rl, "greedy": greedy, "sampled": sampled, "lora": script.LORA,
+               "quick": False, "runs": [{"model": "start"}]}
+    args.output.write_text(json.dumps(started))
+    assert script.resumed_record(args, rl, greedy, sampled)["runs"] == [{"model": "start"}]
+    with pytest.raises(SystemExit, match="other settings.*'seed'"):
+        script.resumed_record(argparse.Namespace(**{**vars(args), "seed": 1}), rl, greedy, sampled)
+    with pytest.raises(SystemExit, match="other settings.*'rl'"):
+        script.resumed_record(args, {**rl, "steps": 50}, greedy, sampled)
+    args.output.write_text(json.dumps({**started, "runs": [{"model": "start"}, {"model": "grpo-long"}]}))
+    with pytest.raises(SystemExit, match="finished already"):
+        script.resumed_record(args, rl, greedy, sampled)
+
+
+def test_seeds_merge_only_once_every_seed_has_done_its_steps(seeds_script, tmp_path):
+    (tmp_path / "seed0.json").write_text(json.dumps({"runs": [{"model": "start"}, {"model": "grpo-long"}]}))
+    (tmp_path / "seed1.json").write_text(json.dumps({"runs": [{"model": "start"}], "partial_curve": [{}] * 5}))
+    assert seeds_script.unfinished_seeds(tmp_path, [0, 1, 2]) == {1: "5 steps recorded", 2: "no record"}
