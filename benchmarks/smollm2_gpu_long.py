@@ -21,7 +21,7 @@ every RL_STEPS_BETWEEN_WRITES steps and at the end, and saves the trained LoRA a
 is the cap (MAX_STEPS); the trained row's `steps_done` says how many ran. The time budget is checked
 before each step, so training can run one step past it.
 
-With `--state FILE` the run can take several sessions (a GPU lent for a few minutes at a time): the trainer's
+With `--state FILE` the run can take several sessions (a GPU that is yours for a few minutes at a time): the trainer's
 state (`LMTrainer.save_state`: the adapter, AdamW's moments, the random generators, the task order and the
 rows so far) is written to FILE after every step, and a session that ends with fewer than --steps done writes
 the record with its partial curve and no trained row. The same command again continues from FILE: it reads

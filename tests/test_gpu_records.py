@@ -1,7 +1,7 @@
 """The records made on a GPU, which the batch cannot remake, agree with themselves: the three-seed
 GRPO record's summary is what its own per-seed rows give, its adapters are the LoRA it names, and
 the GRU's GPU run ended normally on the device it names. The long run can stop after any step and go
-on in a later session (a GPU lent a few minutes at a time), as the run that never stopped."""
+on in a later session (a GPU that is yours for a few minutes at a time), as the run that never stopped."""
 
 from __future__ import annotations
 
