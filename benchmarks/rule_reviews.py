@@ -118,7 +118,7 @@ def _long_run_sessions(still_valid: dict[str, dict]) -> None:
         ("parse", "722b1d19883d"), ("CURVE_KEYS", "f4f468dce94d"), ("train_until", "84daac2cded1"),
         ("load", "d10a7d89414e"), ("main", "a4c87de2d415"))}
     _SEEDS = {f"benchmarks/smollm2_gpu_seeds.py::{name}": fingerprint for name, fingerprint in (
-        ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "df2ed0bb3078"),
+        ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "b0bba77806ab"),
         ("main", "12ba236c0514"))}
     still_valid["notebooks/data/smollm2_gpu_engines.json"]["reason"] += (
         "; smollm2_gpu_long.py, whose RL_LONG (unchanged) this benchmark reads, gained --state (a run over several "

@@ -161,7 +161,7 @@ def unfinished_seeds(work: Path, seeds: list[int]) -> dict[int, str]:
         path = work / f"seed{seed}.json"
         record = json.loads(path.read_text()) if path.exists() else {"runs": []}
         if not any(r["model"] == "grpo-long" for r in record["runs"]):
-            out[seed] = f"{len(record.get('partial_curve', []))} steps recorded" if path.exists() else "no record"
+            out[seed] = f"steps recorded: {len(record.get('partial_curve', []))}" if path.exists() else "no record"
     return out
 
 

@@ -191,4 +191,4 @@ def test_a_long_run_continues_only_with_the_settings_it_started_with(tmp_path):
 def test_seeds_merge_only_once_every_seed_has_done_its_steps(seeds_script, tmp_path):
     (tmp_path / "seed0.json").write_text(json.dumps({"runs": [{"model": "start"}, {"model": "grpo-long"}]}))
     (tmp_path / "seed1.json").write_text(json.dumps({"runs": [{"model": "start"}], "partial_curve": [{}] * 5}))
-    assert seeds_script.unfinished_seeds(tmp_path, [0, 1, 2]) == {1: "5 steps recorded", 2: "no record"}
+    assert seeds_script.unfinished_seeds(tmp_path, [0, 1, 2]) == {1: "steps recorded: 5", 2: "no record"}
