@@ -211,9 +211,6 @@ LEGACY = {
     "notebooks/data/smollm2_start_sampled.json":
         f"written by the course's eval command (chapter 10 gives it), not by a script: {_NO_REVISION}, no script, "
         "command or wall time; has machine and device; settings as top-level n_samples/temperature/max_new_tokens",
-    "notebooks/data/smollm2_start_eval.json":
-        f"written by the course's eval command (its command field), not by a script: {_NO_REVISION}, no script or "
-        "wall time; has machine and device",
     # the batch's kernel client: checks of the book's tooling, not training records
     "notebooks/data/widget_stress-plain-stock-capturing.json":
         f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
