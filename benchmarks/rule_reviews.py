@@ -115,8 +115,8 @@ def _long_run_sessions(still_valid: dict[str, dict]) -> None:
     # The long GPU run over several sessions (smollm2_gpu_long.py --state, smollm2_gpu_seeds.py --resumable),
     # reviewed on 2026-11-28: without those options a run takes the path it took
     _LONG = {f"benchmarks/smollm2_gpu_long.py::{name}": fingerprint for name, fingerprint in (
-        ("parse", "722b1d19883d"), ("CURVE_KEYS", "f4f468dce94d"), ("train_until", "84daac2cded1"),
-        ("load", "d10a7d89414e"), ("main", "a4c87de2d415"))}
+        ("parse", "722b1d19883d"), ("CURVE_KEYS", "f4f468dce94d"), ("train_until", "1fd7a97c0767"),
+        ("load", "d10a7d89414e"), ("main", "e9027fe829b7"))}
     _SEEDS = {f"benchmarks/smollm2_gpu_seeds.py::{name}": fingerprint for name, fingerprint in (
         ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "b0bba77806ab"),
         ("main", "12ba236c0514"))}

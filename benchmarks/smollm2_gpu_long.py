@@ -27,10 +27,12 @@ rows so far) is written to FILE after every step, and a session that ends with f
 the record with its partial curve and no trained row. The same command again continues from FILE: it reads
 the start's row from --output (not measured again), trains until --steps or --train-seconds (a budget per
 session), and evaluates the trained model once --steps are done. The record lists its `sessions` (machine,
-commit, steps, seconds); its `code_revision` stays the first session's, so the schema test
-(benchmarks/staleness.py) flags the record if the code it depends on changed after that. On a GPU a resumed
-run is not bit for bit the run that never stopped (the GPU's random generator and kernels are not restored);
-on a CPU it is (tests/test_gpu_records.py).
+commit, budget, steps, seconds; written after every step, so a session killed mid-run is listed up to its last
+step); its `code_revision` stays the first session's, so the schema test (benchmarks/staleness.py) flags the
+record if the code it depends on changed after that, and `uncommitted_changes` is true if any session's was.
+On a GPU a resumed run is not bit for bit the run that never stopped (the GPU's random generator and kernels
+are not restored); on a CPU it is: tests/test_rl_core.py resumes the trainer mid-run, and
+tests/test_gpu_records.py this script's sessions.
 """
 
 from __future__ import annotations
@@ -130,19 +132,22 @@ def curve_of(history: list[dict]) -> list[dict]:
     return [{k: r[k] for k in CURVE_KEYS if k in r} for r in history]
 
 
-def train_until(trainer, seconds: float, record: dict, write, state: Path | None = None) -> list[dict]:
+def train_until(trainer, seconds: float, record: dict, write, state: Path | None = None,
+                session: dict | None = None) -> list[dict]:
     """Step the trainer until its config's steps are done or `seconds` of training have passed (steps of an
     earlier session count towards the steps, not the seconds); the curve so far, from the first step, goes into
-    the record (as partial_curve, written every RL_STEPS_BETWEEN_WRITES steps); `state`: the trainer's state
-    is saved there after every step."""
+    the record (as partial_curve), written every RL_STEPS_BETWEEN_WRITES steps, or with `state` after every
+    step: the trainer's state is saved there, then the record with this session's steps and seconds so far, so
+    that a session killed mid-run leaves both one step apart at most."""
     start = time.perf_counter()
     while len(trainer.history) < trainer.config.steps and time.perf_counter() - start < seconds:
         r = trainer.step()
-        if state is not None:
-            trainer.save_state(state)
         print(f"step {r['step']}: reward {r['reward']:.3f} pass {r['pass_rate']:.3f} len {r['avg_len']:.0f} "
               f"groups with a pass {r.get('groups_with_a_pass')} ({r['seconds']:.1f} s)", flush=True)
-        if len(trainer.history) % RL_STEPS_BETWEEN_WRITES == 0:
+        if state is not None:
+            trainer.save_state(state)
+            session.update(steps_to=len(trainer.history), train_seconds=round(time.perf_counter() - start, 1))
+        if state is not None or len(trainer.history) % RL_STEPS_BETWEEN_WRITES == 0:
             record["partial_curve"] = curve_of(trainer.history)
             write(f"{len(trainer.history)} steps")
     return curve_of(trainer.history)
@@ -155,9 +160,11 @@ def resumed_record(args, rl: dict, greedy: dict, sampled: dict) -> dict:
         raise SystemExit(f"--state {args.state} exists but its record {args.output} does not: pass the --output the "
                          "run started with, or delete the state file to start again")
     record = json.loads(args.output.read_text())
-    now = {"seed": args.seed, "model": args.model, "rl": rl, "greedy": greedy, "sampled": sampled, "lora": LORA,
-           "quick": args.quick}
-    changed = {k: (record.get(k), v) for k, v in json.loads(json.dumps(now)).items() if record.get(k) != v}
+    same_update = {k: v for k, v in rl.items() if k != "micro_batch_size"}  # less memory, the same update
+    now = {"seed": args.seed, "model": args.model, "rl": same_update, "greedy": greedy, "sampled": sampled,
+           "lora": LORA, "quick": args.quick}
+    was = {**record, "rl": {k: v for k, v in record.get("rl", {}).items() if k != "micro_batch_size"}}
+    changed = {k: (was.get(k), v) for k, v in json.loads(json.dumps(now)).items() if was.get(k) != v}
     if changed:
         raise SystemExit(f"{args.output} was started with other settings: {changed} (as in the record, as given); "
                          "continue with the command that started it")
@@ -228,14 +235,21 @@ def main() -> None:
     transformers.utils.logging.disable_progress_bar()
     wall = time.perf_counter()
     rl, greedy, sampled = settings(args)
-    tasks, he_test, he_all, model, tokenizer, device = load(args)
     resuming = args.state is not None and args.state.exists()
-    record = resumed_record(args, rl, greedy, sampled) if resuming else header(args, model, rl, greedy, sampled, device)
+    record = resumed_record(args, rl, greedy, sampled) if resuming else None  # a refusal before the model loads
+    tasks, he_test, he_all, model, tokenizer, device = load(args)
+    record = record or header(args, model, rl, greedy, sampled, device)
     earlier = record.get("sessions", [])
-    session = {"machine": machine(device), "date": time.strftime("%Y-%m-%d"), **code_state()}
+    session = {"machine": machine(device), "date": time.strftime("%Y-%m-%d"), **code_state(),
+               "train_seconds_budget": args.train_seconds, "micro_batch_size": rl.get("micro_batch_size"),
+               "steps_from": 0, "steps_to": 0, "train_seconds": 0.0, "wall_seconds": 0.0}
+    if args.state is not None:  # the header stays the first session's; code changed since is the schema test's
+        record["sessions"] = [*earlier, session]
+        record["uncommitted_changes"] = bool(record["uncommitted_changes"] or session["uncommitted_changes"])
 
     def write(note: str) -> None:
-        record["wall_seconds"] = round(sum(s["wall_seconds"] for s in earlier) + time.perf_counter() - wall, 1)
+        session["wall_seconds"] = round(time.perf_counter() - wall, 1)
+        record["wall_seconds"] = round(sum(s["wall_seconds"] for s in earlier) + session["wall_seconds"], 1)
         write_json(args.output, record)
         print(f"wrote {args.output} ({note}; {record['wall_seconds']:.0f} s)", flush=True)
 
@@ -252,16 +266,13 @@ def main() -> None:
     if resuming:
         trainer.load_state(args.state)
         print(f"continuing from {args.state}: {len(trainer.history)} of {config.steps} steps done", flush=True)
-    session["steps_from"] = len(trainer.history)
+    session["steps_from"] = session["steps_to"] = len(trainer.history)
     start = time.perf_counter()
-    curve = train_until(trainer, args.train_seconds, record, write, args.state)
+    curve = train_until(trainer, args.train_seconds, record, write, args.state, session)
     session.update(steps_to=len(curve), train_seconds=round(time.perf_counter() - start, 1))
-    if args.state is not None:
-        record["sessions"] = [*earlier, session]
     if args.adapter_dir is not None:
         model.save_pretrained(args.adapter_dir)
     if args.state is not None and len(curve) < config.steps:  # more sessions to come: no trained row yet
-        session["wall_seconds"] = round(time.perf_counter() - wall, 1)
         record["partial_curve"] = curve
         write(f"stopped at {len(curve)} of {config.steps} steps: the same command continues from {args.state}")
         return
@@ -272,8 +283,6 @@ def main() -> None:
            "train_seconds": round(train_seconds, 1), "eval_seconds": seconds}
     record["runs"].append(row)
     print({k: v for k, v in row.items() if "@1" in k or k in ("steps_done", "train_seconds")}, flush=True)
-    if args.state is not None:
-        session["wall_seconds"] = round(time.perf_counter() - wall, 1)
     write("the trained model")
 
 

@@ -138,11 +138,12 @@ def _long_run(tmp_path, name: str, train_seconds: float) -> list[str]:
 
 @pytest.mark.slow
 def test_a_long_run_over_two_sessions_is_the_run_that_never_stopped(tmp_path):
-    """A GPU is lent a few minutes at a time, so the long run can stop after any step (--state) and go on in a
-    later session. On this CPU, 1 step, a stop and 1 more step give the same steps (every number each step
-    logs, the sampler's KL to the learner among them, which depends on the sampled ids), the same adapter and
-    the same trained row as 2 steps at once; the stopped session writes no trained row, the resumed one
-    measures no new start (about 90 s)."""
+    """The long run can stop after any step (--state) and go on in a later session. On this CPU, 1 step, a stop
+    and 1 more step give the same steps (every number each step logs, the task order and the sampler's KL to
+    the learner among them) and the same trained row as 2 steps at once; the stopped session writes no trained
+    row, the resumed one measures no new start, and the record lists both sessions. (The smoke test's rewards
+    are all 0, so its adapter does not move: that the trainer's state resumes the learning itself is
+    tests/test_rl_core.py's resumed-run test.) About 90 s."""
     import torch
 
     pytest.importorskip("gguf")
@@ -156,6 +157,8 @@ def test_a_long_run_over_two_sessions_is_the_run_that_never_stopped(tmp_path):
 
     straight, resumed = (json.loads((tmp_path / f"{n}.json").read_text()) for n in ("straight", "resumed"))
     assert [(s["steps_from"], s["steps_to"]) for s in resumed["sessions"]] == [(0, 1), (1, 2)]
+    assert all(s["train_seconds"] > 0 and s["train_seconds_budget"] == 0.001 for s in resumed["sessions"])
+    assert resumed["wall_seconds"] == round(sum(s["wall_seconds"] for s in resumed["sessions"]), 1)
     assert resumed["runs"][0] == partial["runs"][0]  # the start, measured once
     timing = ("seconds", "train_seconds", "eval_seconds")
     rows = [{k: v for k, v in run["runs"][1].items() if k not in timing and k != "curve"} for run in (straight, resumed)]
@@ -183,6 +186,7 @@ def test_a_long_run_continues_only_with_the_settings_it_started_with(tmp_path):
         script.resumed_record(argparse.Namespace(**{**vars(args), "seed": 1}), rl, greedy, sampled)
     with pytest.raises(SystemExit, match="other settings.*'rl'"):
         script.resumed_record(args, {**rl, "steps": 50}, greedy, sampled)
+    assert script.resumed_record(args, {**rl, "micro_batch_size": 8}, greedy, sampled)  # less memory, the same update
     args.output.write_text(json.dumps({**started, "runs": [{"model": "start"}, {"model": "grpo-long"}]}))
     with pytest.raises(SystemExit, match="finished already"):
         script.resumed_record(args, rl, greedy, sampled)
