@@ -208,9 +208,6 @@ LEGACY = {
     "notebooks/data/smollm2_gpu_seeds_fast.json":
         "the format of smollm2_gpu_seeds.json (made at commit 888e48b, which its log names; the date is in its "
         "per-seed wall times' log, 2026-11-28); its rl settings name the engine that sampled the rollouts (fast)",
-    "notebooks/data/smollm2_start_sampled.json":
-        f"written by the course's eval command (chapter 10 gives it), not by a script: {_NO_REVISION}, no script, "
-        "command or wall time; has machine and device; settings as top-level n_samples/temperature/max_new_tokens",
     # the batch's kernel client: checks of the book's tooling, not training records
     "notebooks/data/widget_stress-plain-stock-capturing.json":
         f"a count of plain papermill runs of chapter 6 as committed in ec82eb7 (notebook_source says how to get "
