@@ -119,7 +119,7 @@ def _long_run_sessions(still_valid: dict[str, dict]) -> None:
         ("load", "d10a7d89414e"), ("main", "e9027fe829b7"))}
     _SEEDS = {f"benchmarks/smollm2_gpu_seeds.py::{name}": fingerprint for name, fingerprint in (
         ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "b0bba77806ab"),
-        ("main", "12ba236c0514"))}
+        ("main", "3338f82e2820"))}
     still_valid["notebooks/data/smollm2_gpu_engines.json"]["reason"] += (
         "; smollm2_gpu_long.py, whose RL_LONG (unchanged) this benchmark reads, gained --state (a run over several "
         "sessions) and its main's loading and timed evaluation became the functions load and timed_measure, the same "

@@ -159,15 +159,14 @@ def resumed_record(args, rl: dict, greedy: dict, sampled: dict) -> dict:
     if not args.output.exists():
         raise SystemExit(f"--state {args.state} exists but its record {args.output} does not: pass the --output the "
                          "run started with, or delete the state file to start again")
+    from course_lib.runs import check_same_settings
+
     record = json.loads(args.output.read_text())
-    same_update = {k: v for k, v in rl.items() if k != "micro_batch_size"}  # less memory, the same update
-    now = {"seed": args.seed, "model": args.model, "rl": same_update, "greedy": greedy, "sampled": sampled,
-           "lora": LORA, "quick": args.quick}
-    was = {**record, "rl": {k: v for k, v in record.get("rl", {}).items() if k != "micro_batch_size"}}
-    changed = {k: (was.get(k), v) for k, v in json.loads(json.dumps(now)).items() if was.get(k) != v}
-    if changed:
-        raise SystemExit(f"{args.output} was started with other settings: {changed} (as in the record, as given); "
-                         "continue with the command that started it")
+    now = json.loads(json.dumps({"seed": args.seed, "model": args.model, "greedy": greedy, "sampled": sampled,
+                                 "lora": LORA, "quick": args.quick, **{f"rl.{k}": v for k, v in rl.items()}}))
+    was = {**record, **{f"rl.{k}": v for k, v in (record.get("rl") or {}).items()}}
+    check_same_settings(was, now, args.output, error=SystemExit, may_change=("rl.micro_batch_size",),  # less memory
+                        fix="Continue with the command that started it.")
     if [r["model"] for r in record["runs"]] != ["start"]:
         raise SystemExit(f"{args.output} has no start row or is finished already (rows: "
                          f"{[r['model'] for r in record['runs']]}): delete {args.state} to run again")

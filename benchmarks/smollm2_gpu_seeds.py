@@ -191,8 +191,7 @@ def main() -> None:
     if args.work is not None:
         run_seeds(args.work, args.seeds, args.steps, args.train_seconds, args.threads, args.micro_batch_size,
                   args.quick, args.engine, args.resumable)
-        unfinished = unfinished_seeds(args.work, args.seeds)
-        if args.resumable and unfinished:
+        if args.resumable and (unfinished := unfinished_seeds(args.work, args.seeds)):
             print(f"not merged: seeds {unfinished} have not done --steps {args.steps} yet; the same command continues "
                   f"them from {args.work}")
             return
