@@ -5,6 +5,14 @@ fingerprints they were reviewed at) and why the records still hold. add(still_va
 
 
 
+def _review(still_valid: dict[str, dict], name: str, reason: str, reviewed: dict[str, str]) -> None:
+    """Lay one change's review over the entry of notebooks/data/NAME.json: its reason joins the entry's (after a
+    "; "), its definitions (name -> the fingerprint reviewed) join the entry's."""
+    entry = still_valid.setdefault(f"notebooks/data/{name}.json", {"reason": "", "reviewed": {}})
+    entry["reason"] = "; ".join(filter(None, (entry["reason"], reason)))
+    entry["reviewed"] = {**entry["reviewed"], **reviewed}
+
+
 def _one_rule(still_valid: dict[str, dict]) -> None:
     # One rule for reusing a run or extending a record (_common.made_here_by_this_code), reviewed on 2026-11-28: each
     # record below gets the definitions of it that changed under it, and the reasons for those
@@ -32,10 +40,8 @@ def _one_rule(still_valid: dict[str, dict]) -> None:
                           "smollm2_gpu_engines": ("smollm2_rl",),
                           **dict.fromkeys(("smollm2_ppo", "smollm2_reinforce", "smollm2_step_time"),
                                           ("_common", "smollm2_rl"))}.items():
-        entry = still_valid.setdefault(f"notebooks/data/{name}.json", {"reason": "", "reviewed": {}})
-        entry["reason"] = "; ".join(filter(None, (entry["reason"], *(_ONE_RULE_REASONS[p] for p in parts))))
-        entry["reviewed"] = {**entry["reviewed"],
-                              **{k: v for k, v in _ONE_RULE.items() if k.split("::")[0].split("/")[-1][:-3] in parts}}
+        _review(still_valid, name, "; ".join(_ONE_RULE_REASONS[p] for p in parts),
+                {k: v for k, v in _ONE_RULE.items() if k.split("::")[0].split("/")[-1][:-3] in parts})
 
 
 def _kl_name(still_valid: dict[str, dict]) -> None:
@@ -46,9 +52,7 @@ def _kl_name(still_valid: dict[str, dict]) -> None:
                        "the option's help, the same settings and defaults")
     for name in ("explore_ablation", "gru_methods", "lambda_ablation", "ppo_from_copying_start", "reward_ablation",
                   "teacher_ablation"):
-        entry = still_valid[f"notebooks/data/{name}.json"]
-        entry["reason"] += "; " + _KL_NAME_REASON
-        entry["reviewed"] = {**entry["reviewed"], **_KL_NAME}
+        _review(still_valid, name, _KL_NAME_REASON, _KL_NAME)
 
 
 def _not_code_files(still_valid: dict[str, dict]) -> None:
@@ -67,23 +71,20 @@ def _not_code_files(still_valid: dict[str, dict]) -> None:
                                           "scoring_benchmark", "smollm2_gpu_seeds_long", "smollm2_ppo",
                                           "smollm2_reinforce", "smollm2_step_time", "teacher_ablation",
                                           "teacher_grpo_benchmark"), ("NOT_CODE_FILES", "code_state"))}.items():
-        entry = still_valid.setdefault(f"notebooks/data/{name}.json", {"reason": "", "reviewed": {}})
-        entry["reason"] = "; ".join(filter(None, (entry["reason"], _NOT_CODE_FILES_REASON)))
-        entry["reviewed"] = {**entry["reviewed"], **{f"benchmarks/_common.py::{k}": _NOT_CODE_FILES[
-            f"benchmarks/_common.py::{k}"] for k in keys}}
+        _review(still_valid, name, _NOT_CODE_FILES_REASON,
+                {f"benchmarks/_common.py::{k}": _NOT_CODE_FILES[f"benchmarks/_common.py::{k}"] for k in keys})
 
 
 def _engine_split(still_valid: dict[str, dict]) -> None:
     # engine_candidates.py (941 lines) split by role, reviewed on 2026-11-28: its definitions moved unchanged into
     # engine_setup.py (settings, rows, Candidate), engine_gguf.py (GGUF files, llama.cpp) and engine_workers.py (the
     # worker processes); what is new is the plumbing of a module run on its own
-    still_valid["notebooks/data/engine_candidates.json"]["reason"] += (
-        "; its definitions moved unchanged out of the script into engine_setup.py, engine_gguf.py and engine_workers.py; "
+    _review(still_valid, "engine_candidates", (
+        "its definitions moved unchanged out of the script into engine_setup.py, engine_gguf.py and engine_workers.py; "
         "new are engine_setup's sys.path entry for course_lib (the script's own, now where a worker process imports it "
         "first) and engine_workers' start of a worker process (`--worker NAME WORKDIR`, as the script's main started it, "
         "now in the file Worker starts: Worker's __file__ is engine_workers.py); main no longer starts a worker; "
-        "LlamaCpp's `global _LOG_SINK` names the module variable that moved with it into engine_gguf.py")
-    still_valid["notebooks/data/engine_candidates.json"]["reviewed"].update({
+        "LlamaCpp's `global _LOG_SINK` names the module variable that moved with it into engine_gguf.py"), {
         "benchmarks/engine_setup.py::statement aa8862d66571": "aa8862d66571",
         "benchmarks/engine_workers.py::statement 9d2b94d4ed1c": "9d2b94d4ed1c",
         "benchmarks/engine_candidates.py::main": "496f028b4a14",
@@ -106,9 +107,7 @@ def _labels_and_seeds(still_valid: dict[str, dict]) -> None:
             (("smollm2_gpu_engines", "smollm2_ppo", "smollm2_reinforce", "smollm2_step_time"), _LM_SEEDS_ONCE,
              _LM_SEEDS_ONCE_REASON)):
         for name in names:
-            entry = still_valid.setdefault(f"notebooks/data/{name}.json", {"reason": "", "reviewed": {}})
-            entry["reason"] = "; ".join(filter(None, (entry["reason"], reason)))
-            entry["reviewed"] = {**entry["reviewed"], **review}
+            _review(still_valid, name, reason, review)
 
 
 def _long_run_sessions(still_valid: dict[str, dict]) -> None:
@@ -120,17 +119,15 @@ def _long_run_sessions(still_valid: dict[str, dict]) -> None:
     _SEEDS = {f"benchmarks/smollm2_gpu_seeds.py::{name}": fingerprint for name, fingerprint in (
         ("run_seeds", "2c2f7e1863e7"), ("one_format_rows", "2c845b9eaed1"), ("unfinished_seeds", "b0bba77806ab"),
         ("main", "3338f82e2820"))}
-    still_valid["notebooks/data/smollm2_gpu_engines.json"]["reason"] += (
-        "; smollm2_gpu_long.py, whose RL_LONG (unchanged) this benchmark reads, gained --state (a run over several "
+    _review(still_valid, "smollm2_gpu_engines", (
+        "smollm2_gpu_long.py, whose RL_LONG (unchanged) this benchmark reads, gained --state (a run over several "
         "sessions) and its main's loading and timed evaluation became the functions load and timed_measure, the same "
-        "statements; train_until builds the curve from the trainer's history (curve_of, the same keys and steps)")
-    still_valid["notebooks/data/smollm2_gpu_engines.json"]["reviewed"].update(_LONG)
-    entry = still_valid.setdefault("notebooks/data/smollm2_gpu_seeds_long.json", {"reason": "", "reviewed": {}})
-    entry["reason"] = "; ".join(filter(None, (entry["reason"], (
+        "statements; train_until builds the curve from the trainer's history (curve_of, the same keys and steps)"),
+            _LONG)
+    _review(still_valid, "smollm2_gpu_seeds_long", (
         "smollm2_gpu_seeds.py gained --resumable (each seed's trainer state kept in --work, partial records not merged); "
         "without it run_seeds starts the same command per seed and writes its log afresh, main merges as before, and "
-        "one_format_rows adds a seed's sessions only where its record lists them (this record's do not)"))))
-    entry["reviewed"] = {**entry["reviewed"], **_SEEDS}
+        "one_format_rows adds a seed's sessions only where its record lists them (this record's do not)"), _SEEDS)
 
 
 def add(still_valid: dict[str, dict]) -> None:
